@@ -1,0 +1,4 @@
+#pragma once
+namespace tpbatch {
+const char* version();
+}  // namespace tpbatch

@@ -1,0 +1,48 @@
+#pragma once
+// One JSONL line of the input, parsed. Streaming: lines are read one at a time, never the whole file.
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "job/job_spec.h"
+
+namespace tpbatch {
+
+struct InputRow {
+  int64_t index = 0;                           // 0-based line number
+  std::string id;                              // id_field's value as text, else the line number
+  std::optional<std::string> text;             // text_field
+  std::optional<std::vector<int32_t>> tokens;  // tokens_field
+  std::optional<std::string> completion;       // score task
+  SamplingParams sampling;                     // job defaults with this line's overrides applied
+};
+
+// Thrown for a line that cannot be used; what() names the line (1-based in messages) and reason.
+struct BadLine {
+  int64_t index;
+  std::string id;       // best effort: the line number when the id could not be read
+  std::string reason;
+};
+
+// Parses one line. Per-line overrides: max_new_tokens, temperature, top_k, top_p, seed, stop,
+// ignore_eos. Throws BadLine: not JSON, not an object, invalid UTF-8, missing/mistyped field,
+// bad override value, token id outside [0, vocab_size).
+InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size);
+
+// Reads lines one by one; a final line without '\n' counts; a trailing empty line does not.
+class JsonlReader {
+ public:
+  explicit JsonlReader(const std::string& path);   // throws Error naming the path
+  bool next(std::string& line);                     // false at end of file
+  int64_t lines_read() const { return lines_; }
+ private:
+  std::ifstream in_;
+  int64_t lines_ = 0;
+};
+
+int64_t count_jsonl_rows(const std::string& path);  // same counting rule as JsonlReader
+
+}  // namespace tpbatch

@@ -1,0 +1,27 @@
+#pragma once
+// The finished result of one input row: what the writer stores in the HDF5 file.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpbatch {
+
+struct RowResult {
+  int64_t index = 0;
+  std::string id;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> output_tokens;
+  std::string output_text;
+  std::vector<float> output_logprobs;
+  double logprob_sum = 0.0;
+  uint8_t is_greedy = 0;
+  std::string finish_reason;   // length | eos | stop | scored | error
+  std::string error;
+};
+
+// A compact binary form for sending results between ranks (MPI).
+std::string serialize(const RowResult& row);
+RowResult deserialize_row_result(std::string_view bytes);  // throws Error on malformed bytes
+
+}  // namespace tpbatch

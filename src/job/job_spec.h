@@ -1,0 +1,67 @@
+#pragma once
+// The job file (YAML), validated, with `--set key=value` overrides applied. See CONTRACT.md.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "job/sampling_params.h"
+
+namespace tpbatch {
+
+struct ParallelSpec {
+  int64_t tensor = 1;
+  int64_t pipeline = 1;
+  int64_t ranks_per_node = 0;          // 0 = as MPI reports
+};
+
+struct InputSpec {
+  std::string path;                    // required
+  std::string text_field = "prompt";
+  std::optional<std::string> tokens_field;
+  std::string id_field = "id";
+  std::string completion_field = "completion";
+  std::string on_bad_line = "record";  // record | fail
+};
+
+struct OutputSpec {
+  std::string path = "results.h5";
+  std::string if_exists = "resume";    // resume | overwrite | fail
+  bool logprobs = true;
+};
+
+struct EngineSpec {
+  int64_t max_batch_tokens = 4096;
+  int64_t max_seqs = 64;
+  int64_t kv_cache_tokens = 0;         // 0 = from free memory
+  double memory_utilization = 0.90;
+  int64_t block_size = 16;             // KV cache block, in tokens
+  int64_t threads = 0;                 // BLAS threads per rank; 0 = cores / ranks on the node
+  double progress_interval = 10.0;     // seconds between progress lines when not on a terminal
+  std::string admission = "fifo";      // fifo | longest_prefix... (look-ahead admission order)
+  int64_t lookahead = 64;              // rows a replica reads ahead of what it runs
+};
+
+struct JobSpec {
+  std::string model;                   // resolved model folder
+  std::string dtype = "auto";          // auto | float32 | bfloat16 | float16
+  std::string device = "auto";         // auto | cpu | cuda
+  ParallelSpec parallel;
+  InputSpec input;
+  std::string task = "generate";       // generate | score
+  SamplingParams sampling;
+  OutputSpec output;
+  EngineSpec engine;
+  std::string effective_yaml;          // the job as run (overrides applied), for the results file
+};
+
+// Reads, overrides and validates a job. Throws tpbatch::Error with exit 2 naming the key (dotted
+// path) and the reason: missing file, YAML syntax (with line), unknown key, wrong type, bad value,
+// missing required key, unparsable --set. Relative `model` and `input.path` are taken from the
+// working directory, else from the job file's folder; `output.path` from the working directory.
+JobSpec load_job(const std::filesystem::path& job_yaml, const std::vector<std::string>& set_overrides);
+JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& set_overrides,
+                  const std::filesystem::path& job_dir);
+
+}  // namespace tpbatch

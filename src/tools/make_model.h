@@ -1,0 +1,30 @@
+#pragma once
+// Writes a Hugging Face model folder with seeded random weights and a small tokenizer.json, so the
+// quickstart, tests and benchmarks run with no downloads.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace tpbatch {
+
+struct MakeModelOptions {
+  std::string preset = "tiny";   // tiny (~stories260K shapes) | 125m | 8b (shapes for benchmarks)
+  std::string architecture = "LlamaForCausalLM";  // | Qwen2ForCausalLM | MistralForCausalLM
+  int64_t hidden_size = -1;      // -1 = preset's
+  int64_t intermediate_size = -1;
+  int64_t num_layers = -1;
+  int64_t num_heads = -1;
+  int64_t num_kv_heads = -1;
+  int64_t head_dim = -1;
+  int64_t vocab_size = -1;
+  int64_t max_position_embeddings = -1;
+  int tie_word_embeddings = -1;  // -1 = preset's, 0/1
+  std::string dtype = "float32"; // float32 | bfloat16 | float16
+  std::string rope_scaling = "none";  // none | llama3
+  bool attention_bias = false;
+  uint64_t seed = 1;
+};
+
+void make_model(const std::filesystem::path& out_dir, const MakeModelOptions& options);
+
+}  // namespace tpbatch
