@@ -12,7 +12,7 @@ PACKAGES=(
   nlohmann-json3-dev
   libcli11-dev
   libopenblas-dev
-  libpcre2-dev
+  libpcre2-dev libicu-dev
   python3 python3-numpy python3-h5py
 )
 
