@@ -1,4 +1,91 @@
-// tpbatch: an MPI-launched batch inference job runner. Subcommands: run (default), plan, inspect,
-// make-model. (Being built; see README.)
+// tpbatch: an MPI-launched batch inference job runner.
+//   tpbatch JOB.yaml | tpbatch run JOB.yaml [--set KEY=VALUE ...]
+//   tpbatch inspect RESULTS.h5
+//   tpbatch make-model DIR [--preset tiny|125m|8b ...]
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-int main() { std::puts("tpbatch " TPBATCH_VERSION); return 0; }
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "app/run_job.h"
+#include "backend/cpu/blas_core.h"
+#include "common/error.h"
+#include "common/version.h"
+#include "io/result_writer.h"
+#include "tools/make_model.h"
+
+int main(int argc, char** argv) {
+  using namespace tpbatch;
+  ensure_fast_blas_core(argv);
+
+  // `tpbatch JOB.yaml` is `tpbatch run JOB.yaml`.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  static const std::set<std::string> kCommands = {"run", "plan", "inspect", "make-model"};
+  if (!args.empty() && !kCommands.count(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
+
+  CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
+  app.set_version_flag("--version,-V", std::string("tpbatch ") + version());
+  app.require_subcommand(1);
+
+  std::string job_path, results_path, model_dir;
+  std::vector<std::string> sets;
+  auto* run = app.add_subcommand("run", "run a job (also: tpbatch JOB.yaml)");
+  run->add_option("job", job_path, "job file (YAML)")->required();
+  run->add_option("--set", sets, "override a job key: --set parallel.tensor=4 (repeatable)");
+
+  auto* inspect = app.add_subcommand("inspect", "summarize a results file");
+  inspect->add_option("results", results_path, "results file (HDF5)")->required();
+
+  MakeModelOptions mm;
+  auto* make = app.add_subcommand("make-model", "write a model folder with seeded random weights");
+  make->add_option("dir", model_dir, "output folder")->required();
+  make->add_option("--preset", mm.preset, "tiny | 125m | 8b")->capture_default_str();
+  make->add_option("--architecture", mm.architecture, "LlamaForCausalLM | Qwen2ForCausalLM | MistralForCausalLM");
+  make->add_option("--hidden-size", mm.hidden_size);
+  make->add_option("--intermediate-size", mm.intermediate_size);
+  make->add_option("--layers", mm.num_layers);
+  make->add_option("--heads", mm.num_heads);
+  make->add_option("--kv-heads", mm.num_kv_heads);
+  make->add_option("--head-dim", mm.head_dim);
+  make->add_option("--vocab-size", mm.vocab_size);
+  make->add_option("--max-position-embeddings", mm.max_position_embeddings);
+  make->add_option("--tie-word-embeddings", mm.tie_word_embeddings, "0 or 1");
+  make->add_option("--dtype", mm.dtype, "float32 | bfloat16 | float16");
+  make->add_option("--rope-scaling", mm.rope_scaling, "none | llama3");
+  make->add_flag("--attention-bias", mm.attention_bias);
+  make->add_option("--seed", mm.seed);
+
+  std::vector<char*> cargv{argv[0]};
+  for (auto& a : args) cargv.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitBadJob;
+  }
+
+  try {
+    if (*run) return run_job(job_path, sets);
+    if (*inspect) {
+      inspect_results(results_path, std::cout);
+      return kExitOk;
+    }
+    if (*make) {
+      make_model(model_dir, mm);
+      std::printf("wrote %s\n", model_dir.c_str());
+      return kExitOk;
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tpbatch: error: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tpbatch: error: %s\n", e.what());
+    return kExitFailure;
+  }
+  return kExitOk;
+}

@@ -1,6 +1,7 @@
 #pragma once
 // One JSONL line of the input, parsed. Streaming: lines are read one at a time, never the whole file.
 #include <cstdint>
+#include <deque>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -24,7 +25,8 @@ struct InputRow {
 struct BadLine {
   int64_t index;
   std::string id;       // best effort: the line number when the id could not be read
-  std::string reason;
+  std::string reason;   // the whole message, line included: "input line 7: not valid JSON (...)"
+  const std::string& what() const { return reason; }
 };
 
 // Parses one line. Per-line overrides: max_new_tokens, temperature, top_k, top_p, seed, stop,
@@ -32,16 +34,24 @@ struct BadLine {
 // bad override value, token id outside [0, vocab_size).
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size);
 
-// Reads lines one by one; a final line without '\n' counts; a trailing empty line does not.
+// Reads lines one by one; a final line without '\n' counts; blank lines at the end of the file do not
+// (a blank line followed by a non-blank one is a row, and a bad line).
 class JsonlReader {
  public:
   explicit JsonlReader(const std::string& path);   // throws Error naming the path
   bool next(std::string& line);                     // false at end of file
-  int64_t lines_read() const { return lines_; }
+  int64_t lines_read() const { return lines_; }       // rows returned so far
  private:
+  bool read_physical(std::string& line);           // one line, '\r' stripped, BOM removed
   std::ifstream in_;
+  std::string path_;
   int64_t lines_ = 0;
+  int64_t physical_ = 0;
+  std::deque<std::string> queue_;                  // blank lines (and the line after them) held back
 };
+
+// A line with nothing but spaces, tabs or '\r' (an empty JSONL row; at the end of file, not a row).
+bool is_blank_line(std::string_view line);
 
 int64_t count_jsonl_rows(const std::string& path);  // same counting rule as JsonlReader
 

@@ -18,6 +18,9 @@ struct RowResult {
   uint8_t is_greedy = 0;
   std::string finish_reason;   // length | eos | stop | scored | error
   std::string error;
+  // Not stored per row: they feed the /metrics percentiles on the writer rank.
+  double ttft_seconds = 0.0;   // time to first token
+  double tpot_seconds = 0.0;   // mean time per output token after the first
 };
 
 // A compact binary form for sending results between ranks (MPI).

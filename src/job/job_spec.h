@@ -41,7 +41,12 @@ struct EngineSpec {
   double progress_interval = 10.0;     // seconds between progress lines when not on a terminal
   std::string admission = "fifo";      // fifo | longest_prefix... (look-ahead admission order)
   int64_t lookahead = 64;              // rows a replica reads ahead of what it runs
+  bool custom_allreduce = true;        // use the custom intra-node all-reduce when available
+  double watchdog_seconds = 300.0;     // a rank silent this long ends the job; 0 = off
 };
+
+// The accepted values of engine.admission.
+inline constexpr const char* kAdmissionPolicies[] = {"fifo", "longest_prefix"};
 
 struct JobSpec {
   std::string model;                   // resolved model folder
@@ -63,5 +68,9 @@ struct JobSpec {
 JobSpec load_job(const std::filesystem::path& job_yaml, const std::vector<std::string>& set_overrides);
 JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& set_overrides,
                   const std::filesystem::path& job_dir);
+// As above; `source_name` (the job file as the user named it) prefixes error messages
+// (the 3-argument form uses "job.yaml").
+JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& set_overrides,
+                  const std::filesystem::path& job_dir, const std::string& source_name);
 
 }  // namespace tpbatch

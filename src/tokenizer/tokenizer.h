@@ -52,6 +52,11 @@ class IncrementalDetokenizer {
   size_t context_len_ = 0;
   std::string context_text_;
   std::string text_;
+  // vLLM's window: ids_[prefix_offset_, read_offset_) is already emitted text decoded again as
+  // left context; ids_[read_offset_, end) is not emitted yet.
+  size_t prefix_offset_ = 0;
+  size_t read_offset_ = 0;
+  std::string prefix_text_;      // decode(ids_[prefix_offset_, read_offset_))
 };
 
 }  // namespace tpbatch

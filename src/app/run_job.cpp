@@ -1,0 +1,186 @@
+#include "app/run_job.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "app/collective_check.h"
+#include "backend/backend.h"
+#include "common/error.h"
+#include "common/version.h"
+#include "engine/progress.h"
+#include "engine/replica.h"
+#include "engine/row_dispatcher.h"
+#include "io/input_row.h"
+#include "io/result_writer.h"
+#include "job/job_spec.h"
+#include "model/config.h"
+#include "model/llama_shard.h"
+#include "model/model_runner.h"
+#include "model/safetensors.h"
+#include "tokenizer/tokenizer.h"
+#include "topology/topology.h"
+
+namespace tpbatch {
+namespace {
+
+int64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t{8} << 30;
+}
+
+double resident_mib() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+// KV cache blocks for this replica: engine.kv_cache_tokens, or what memory allows (never more
+// than max_seqs full-length rows can use). Every rank of the replica takes the minimum.
+int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& topo) {
+  const int64_t bs = job.engine.block_size;
+  int64_t tokens = job.engine.kv_cache_tokens;
+  if (tokens <= 0) {
+    const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor) / topo.layout.pipeline;
+    const double budget = static_cast<double>(mem_available_bytes()) * job.engine.memory_utilization / topo.local_size;
+    tokens = std::min<int64_t>(static_cast<int64_t>(budget / per_token), job.engine.max_seqs * cfg.max_position_embeddings);
+  }
+  int64_t blocks = std::max<int64_t>(1, (tokens + bs - 1) / bs), agreed = 0;
+  MPI_Allreduce(&blocks, &agreed, 1, MPI_INT64_T, MPI_MIN, topo.replica->comm());
+  return agreed;
+}
+
+int blas_threads(const JobSpec& job, const Topology& topo) {
+  if (job.engine.threads > 0) return static_cast<int>(job.engine.threads);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / topo.local_size);
+}
+
+}  // namespace
+
+int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int world_rank = 0, world_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  auto finish = [](int code) {
+    MPI_Finalize();
+    return code;
+  };
+
+  // 1. Job spec, model config and layout: checked on every rank before any weight is read.
+  JobSpec job;
+  ModelConfig cfg;
+  Topology topo;
+  int code = collective_check([&] {
+    job = load_job(job_path, sets);
+    cfg = load_model_config(job.model);
+    if (job.device == "cuda") throw Error("device: cuda requested but this tpbatch was built without the CUDA backend");
+  });
+  if (code) return finish(code);
+  code = collective_check([&] { topo = build_topology(job.parallel, cfg); });
+  if (code) return finish(code);
+  const bool log = world_rank == 0;
+  if (log) std::fprintf(stderr, "[tpbatch] %s %s; model %s\n", version(), topo.describe().c_str(), job.model.c_str());
+
+  // 2. The results file (rank 0 writes it): if_exists is honoured before loading the model.
+  std::unique_ptr<ResultWriter> writer;
+  int64_t num_rows = 0;
+  code = collective_check([&] {
+    if (world_rank != 0) return;
+    num_rows = count_jsonl_rows(job.input.path);
+    RunInfo info{job.model, job.task, job.effective_yaml, world_size, topo.layout.tensor, topo.layout.pipeline,
+                 topo.layout.data(), num_rows};
+    writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
+  });
+  if (code) return finish(code);
+
+  // 3. This rank's shard of the weights, and the tokenizer.
+  openblas_set_num_threads(blas_threads(job, topo));
+  std::unique_ptr<Backend> backend = make_cpu_backend();
+  std::optional<ModelRunner> runner;
+  std::unique_ptr<Tokenizer> tokenizer;
+  code = collective_check([&] {
+    WeightStore weights = WeightStore::open(job.model);
+    ShardPlacement place;
+    place.tensor = topo.layout.tensor;
+    place.tp_rank = topo.coords.tp;
+    place.layers = Range{0, cfg.num_layers};
+    LlamaShard shard = load_llama_shard(cfg, weights, place);
+    weights.drop_page_cache();
+    runner.emplace(std::move(shard), *backend, *topo.tp, kv_blocks(job, cfg, topo), job.engine.block_size);
+    if (topo.is_replica_leader()) tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
+  });
+  if (code) return finish(code);
+  {
+    double mine = static_cast<double>(runner->shard().weight_bytes()), most = 0, least = 0;
+    MPI_Reduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+    if (log) {
+      const KvLayout& kv = runner->kv_layout();
+      const int64_t kv_tokens = kv.num_blocks * kv.block_size;
+      std::fprintf(stderr,
+                   "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, fp32); resident %.1f MiB on rank 0\n",
+                   most / (1 << 20), least / (1 << 20), backend->name().c_str(), resident_mib());
+      std::fprintf(stderr,
+                   "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank); max concurrency %.1f "
+                   "for %lld-token rows\n",
+                   static_cast<long long>(kv_tokens),
+                   static_cast<long long>(ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor)),
+                   static_cast<double>(kv_tokens) / static_cast<double>(cfg.max_position_embeddings),
+                   static_cast<long long>(cfg.max_position_embeddings));
+      std::fflush(stderr);
+    }
+  }
+
+  // 4. Run. From here on a failure on any rank aborts every rank (no rank may hang).
+  try {
+    MPI_Comm control;
+    MPI_Comm_dup(MPI_COMM_WORLD, &control);
+    const int replicas = topo.layout.data();
+    if (world_rank == 0) {
+      std::vector<uint8_t> done = writer->done_rows();
+      int64_t already = 0;
+      for (uint8_t d : done) already += d;
+      Progress resumed(num_rows, already, job.engine.progress_interval, stderr);
+      RowDispatcher dispatcher(job.input.path, done, *writer, resumed, control, replicas - 1);
+      auto source = make_local_work_source(dispatcher);
+      run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
+      while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
+      resumed.print_final();
+      writer->finish(resumed.metrics());
+    } else if (topo.is_replica_leader()) {
+      auto source = make_remote_work_source(control);
+      run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
+    } else {
+      run_replica_worker(*runner, *topo.replica);
+    }
+    MPI_Comm_free(&control);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", world_rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", world_rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+  }
+  runner.reset();
+  topo = Topology{};
+  return finish(kExitOk);
+}
+
+}  // namespace tpbatch

@@ -1,0 +1,79 @@
+#include "engine/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace tpbatch {
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+}  // namespace
+
+Progress::Progress(int64_t total_rows, int64_t already_done, double interval, std::FILE* out)
+    : out_(out), tty_(isatty(fileno(out)) != 0), interval_(interval), total_(total_rows), done_(already_done),
+      skipped_(already_done), start_(std::chrono::steady_clock::now()), last_print_(start_) {}
+
+void Progress::row_done(const RowResult& row, double ttft, double tpot) {
+  ++done_;
+  if (row.finish_reason == "error") ++errors_;
+  prompt_tokens_ += static_cast<int64_t>(row.prompt_tokens.size());
+  output_tokens_ += static_cast<int64_t>(row.output_tokens.size());
+  if (ttft > 0) ttft_.push_back(ttft);
+  if (tpot > 0) tpot_.push_back(tpot);
+}
+
+void Progress::maybe_print() {
+  const auto now = std::chrono::steady_clock::now();
+  const double since = std::chrono::duration<double>(now - last_print_).count();
+  if (since < (tty_ ? 0.5 : interval_)) return;
+  last_print_ = now;
+  print_line(false);
+}
+
+void Progress::print_line(bool final_line) {
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = t > 0 ? (done_ - skipped_) / t : 0.0;
+  const double eta = rate > 0 ? (total_ - done_) / rate : 0.0;
+  std::fprintf(out_, "%s[tpbatch] rows %lld/%lld (%.1f%%)  errors %lld  in %.0f tok/s  out %.0f tok/s  elapsed %.0fs  ETA %.0fs%s",
+               tty_ ? "\r" : "", static_cast<long long>(done_), static_cast<long long>(total_),
+               total_ ? 100.0 * done_ / total_ : 100.0, static_cast<long long>(errors_), t > 0 ? prompt_tokens_ / t : 0.0,
+               t > 0 ? output_tokens_ / t : 0.0, t, eta, (tty_ && !final_line) ? "\033[K" : "\n");
+  std::fflush(out_);
+}
+
+void Progress::print_final() {
+  print_line(true);
+  const RunMetrics m = metrics();
+  std::fprintf(out_,
+               "[tpbatch] done: %lld rows (%lld errors) in %.2fs; %lld prompt + %lld output tokens; %.1f output tok/s, "
+               "%.1f total tok/s; TTFT p50 %.3fs p99 %.3fs; TPOT p50 %.4fs p99 %.4fs\n",
+               static_cast<long long>(done_ - skipped_), static_cast<long long>(errors_), m.wall_seconds,
+               static_cast<long long>(prompt_tokens_), static_cast<long long>(output_tokens_),
+               m.output_tokens_per_second, m.total_tokens_per_second, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99);
+  std::fflush(out_);
+}
+
+RunMetrics Progress::metrics() const {
+  RunMetrics m;
+  m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  m.prompt_tokens = prompt_tokens_;
+  m.output_tokens = output_tokens_;
+  m.output_tokens_per_second = m.wall_seconds > 0 ? output_tokens_ / m.wall_seconds : 0.0;
+  m.total_tokens_per_second = m.wall_seconds > 0 ? (prompt_tokens_ + output_tokens_) / m.wall_seconds : 0.0;
+  m.ttft_p50 = percentile(ttft_, 0.5);
+  m.ttft_p90 = percentile(ttft_, 0.9);
+  m.ttft_p99 = percentile(ttft_, 0.99);
+  m.tpot_p50 = percentile(tpot_, 0.5);
+  m.tpot_p90 = percentile(tpot_, 0.9);
+  m.tpot_p99 = percentile(tpot_, 0.99);
+  return m;
+}
+
+}  // namespace tpbatch

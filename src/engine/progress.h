@@ -1,0 +1,33 @@
+#pragma once
+// Rank 0's progress display: rows done/total, input and output tokens/s, ETA. One updating line
+// on a terminal; a plain line every interval seconds otherwise (Slurm logs).
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "io/result_writer.h"
+#include "io/row_result.h"
+
+namespace tpbatch {
+
+class Progress {
+ public:
+  Progress(int64_t total_rows, int64_t already_done, double interval_seconds, std::FILE* out);
+  void row_done(const RowResult& row, double ttft_seconds, double tpot_seconds);
+  void maybe_print();
+  void print_final();
+  RunMetrics metrics() const;
+
+ private:
+  void print_line(bool final_line);
+  std::FILE* out_;
+  bool tty_;
+  double interval_;
+  int64_t total_, done_, skipped_;
+  int64_t errors_ = 0, prompt_tokens_ = 0, output_tokens_ = 0;
+  std::vector<double> ttft_, tpot_;
+  std::chrono::steady_clock::time_point start_, last_print_;
+};
+
+}  // namespace tpbatch

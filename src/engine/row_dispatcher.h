@@ -1,0 +1,52 @@
+#pragma once
+// World rank 0's side of data parallelism: it streams the JSONL file, hands rows to replicas as
+// they ask for them (replica 0 directly, the others over MPI), and writes every result into the
+// one HDF5 file. Memory stays bounded: rows are read only when a replica asks for them.
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/progress.h"
+#include "engine/work_source.h"
+#include "io/input_row.h"
+#include "io/result_writer.h"
+
+namespace tpbatch {
+
+// Message tags on the control communicator (a duplicate of MPI_COMM_WORLD).
+enum ControlTag : int { kTagRequest = 101, kTagWork = 102, kTagResult = 103, kTagDone = 104 };
+
+class RowDispatcher {
+ public:
+  RowDispatcher(const std::string& input_path, std::vector<uint8_t> done_rows, ResultWriter& writer,
+                Progress& progress, MPI_Comm control, int remote_replicas);
+
+  // Next rows not yet done (resume skips finished ones); false when the input is exhausted.
+  bool read_rows(std::vector<WorkItem>& out, size_t max_items);
+  void record(const RowResult& row);
+  // Serves pending requests and results from other replicas; with wait, blocks for one message.
+  void serve(bool wait);
+  bool remote_replicas_done() const { return remote_done_ == remote_replicas_; }
+
+ private:
+  void handle(const MPI_Status& status);
+  JsonlReader reader_;
+  std::vector<uint8_t> done_;
+  ResultWriter& writer_;
+  Progress& progress_;
+  MPI_Comm control_;
+  int remote_replicas_;
+  int remote_done_ = 0;
+  bool exhausted_ = false;
+  int64_t next_index_ = 0;
+  double last_flush_ = 0;
+};
+
+// Replica 0's work source: calls the dispatcher on the same rank.
+std::unique_ptr<WorkSource> make_local_work_source(RowDispatcher& dispatcher);
+// Every other replica leader's work source: MPI messages to world rank 0.
+std::unique_ptr<WorkSource> make_remote_work_source(MPI_Comm control);
+
+}  // namespace tpbatch

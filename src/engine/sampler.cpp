@@ -1,0 +1,65 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace tpbatch {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+double counter_uniform(uint64_t seed, uint64_t row, uint64_t step) {
+  const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ row) ^ step);
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+
+int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step) {
+  if (p.greedy()) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+
+  // Candidates sorted by logit (descending, ties by id), cut by top-k, then softmax at temperature.
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  int64_t k = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
+  if (k < vocab) {
+    std::nth_element(ids.begin(), ids.begin() + k, ids.end(), better);
+    ids.resize(k);
+  }
+  std::sort(ids.begin(), ids.end(), better);
+  std::vector<double> prob(ids.size());
+  const double mx = logits[ids[0]];
+  double z = 0.0;
+  for (size_t i = 0; i < ids.size(); ++i) z += prob[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
+  // top-p: the smallest prefix whose mass reaches top_p (at least one token).
+  size_t keep = ids.size();
+  if (p.top_p < 1.0) {
+    double cum = 0.0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      cum += prob[i] / z;
+      if (cum >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double mass = 0.0;
+  for (size_t i = 0; i < keep; ++i) mass += prob[i];
+  const double u = counter_uniform(p.seed, row, step) * mass;
+  double cum = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += prob[i];
+    if (u < cum) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+}  // namespace tpbatch

@@ -1,0 +1,192 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/sampler.h"
+
+namespace tpbatch {
+
+Scheduler::Scheduler(SchedulerLimits limits, KvBlockAllocator& allocator) : limits_(limits), alloc_(allocator) {}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  // A prompt that cannot fit the whole cache would wait forever: fail the row instead.
+  const int64_t need = alloc_.blocks_for(seq->prompt_len + 1);
+  if (need > alloc_.num_blocks()) {
+    seq->finish_reason = "error";
+    seq->error = "prompt of " + std::to_string(seq->prompt_len) + " tokens does not fit the KV cache (" +
+                std::to_string(alloc_.num_blocks() * alloc_.block_size()) + " tokens; raise engine.kv_cache_tokens)";
+    finished_.push_back(std::move(seq));
+    return;
+  }
+  waiting_.push_back(std::move(seq));
+}
+
+void Scheduler::preempt(size_t i) {
+  std::unique_ptr<Sequence> seq = std::move(running_[i]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  alloc_.release(seq->blocks);
+  seq->num_computed = 0;  // recompute from its tokens when readmitted
+  waiting_.push_front(std::move(seq));
+  ++preemptions_;
+}
+
+bool Scheduler::reserve(Sequence& seq, int64_t tokens) {
+  while (!alloc_.grow(seq.blocks, tokens)) {
+    if (running_.back().get() == &seq) return false;  // nothing newer to evict
+    preempt(running_.size() - 1);
+  }
+  return true;
+}
+
+void Scheduler::add_chunk(StepInputs& in, Sequence& s, int64_t n) {
+  const int64_t row0 = in.rows(), p0 = s.num_computed;
+  StepSeqSlice slice;
+  slice.num_rows = n;
+  slice.pos_begin = p0;
+  slice.blocks_begin = static_cast<int64_t>(in.block_ids.size());
+  slice.num_blocks = static_cast<int64_t>(s.blocks.size());
+  in.seqs.push_back(slice);
+  in.block_ids.insert(in.block_ids.end(), s.blocks.begin(), s.blocks.end());
+  for (int64_t i = 0; i < n; ++i) {
+    in.tokens.push_back(s.tokens[p0 + i]);
+    in.positions.push_back(static_cast<int32_t>(p0 + i));
+  }
+  Scheduled e{&s, n, 0, false};
+  const int64_t total = static_cast<int64_t>(s.tokens.size());
+  if (s.scoring) {
+    // Position p predicts token p+1; skip what an earlier (preempted) pass already scored.
+    const int64_t next_target = s.score_from + static_cast<int64_t>(s.logprobs.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t target = p0 + i + 1;
+      if (target >= next_target && target < total) {
+        in.logits.push_back(LogitRequest{row0 + i, s.tokens[target], false});
+        ++e.num_requests;
+      }
+    }
+  } else if (p0 + n == total) {
+    in.logits.push_back(LogitRequest{row0 + n - 1, -1, !s.sampling.greedy()});
+    e.num_requests = 1;
+    e.samples = true;
+  }
+  last_step_.push_back(e);
+}
+
+StepInputs Scheduler::schedule() {
+  StepInputs in;
+  last_step_.clear();
+  int64_t budget = limits_.max_batch_tokens;
+
+  // Running sequences first, oldest first: decodes take one token, prefills the next chunk.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence& s = *running_[i];
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
+    if (!reserve(s, s.num_computed + n)) {
+      if (running_.size() == 1) {  // alone and still too big: the cache bounds its length
+        finish(s, "length");
+        finished_.push_back(std::move(running_[i]));
+        running_.clear();
+        break;
+      }
+      preempt(i);
+      break;
+    }
+    add_chunk(in, s, n);
+    budget -= n;
+  }
+  // Then admit waiting sequences while blocks, sequence slots and token budget allow.
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_seqs && budget > 0) {
+    Sequence& s = *waiting_.front();
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
+    if (!alloc_.grow(s.blocks, s.num_computed + n)) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    add_chunk(in, s, n);
+    budget -= n;
+  }
+  return in;
+}
+
+void Scheduler::finish(Sequence& seq, const char* reason) {
+  seq.finish_reason = reason;
+  seq.finished = std::chrono::steady_clock::now();
+  if (seq.detokenizer && seq.text.empty() && seq.finish_reason != "stop") seq.text = seq.detokenizer->flush_text();
+  alloc_.release(seq.blocks);
+}
+
+void Scheduler::accept_token(Sequence& s, int32_t token, float logprob) {
+  if (s.num_generated() == 0) s.first_token = std::chrono::steady_clock::now();
+  s.tokens.push_back(token);
+  s.logprobs.push_back(logprob);
+  if (!s.detokenizer) {
+    if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish(s, "length");
+    return;
+  }
+  const size_t before = s.detokenizer->text().size();
+  s.detokenizer->push(token);
+  if (!s.sampling.ignore_eos && std::find(s.eos_ids.begin(), s.eos_ids.end(), token) != s.eos_ids.end()) {
+    finish(s, "eos");
+    return;
+  }
+  if (!s.sampling.stop.empty()) {
+    const std::string& text = s.detokenizer->text();
+    size_t best = std::string::npos;
+    for (const std::string& stop : s.sampling.stop) {
+      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+      const size_t at = text.find(stop, from);
+      if (at != std::string::npos) best = std::min(best, at);
+    }
+    if (best != std::string::npos) {
+      s.text = text.substr(0, best);
+      finish(s, "stop");
+      return;
+    }
+  }
+  if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish(s, "length");
+}
+
+void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab) {
+  size_t r = 0, f = 0;
+  for (const Scheduled& e : last_step_) {
+    Sequence& s = *e.seq;
+    s.num_computed += e.num_rows;
+    if (s.scoring) {
+      for (int64_t i = 0; i < e.num_requests; ++i, ++r) {
+        const LogitResult& res = results[r];
+        const int32_t target = s.tokens[s.score_from + static_cast<int64_t>(s.logprobs.size())];
+        s.logprobs.push_back(res.target_logit - res.log_z);
+        if (res.argmax != target) s.all_greedy = false;
+      }
+      if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish(s, "scored");
+    } else if (e.samples) {
+      const LogitResult& res = results[r++];
+      int32_t token = res.argmax;
+      float logit = res.max_logit;
+      if (!s.sampling.greedy()) {
+        const float* row = full_logits.data() + (f++) * vocab;
+        token = sample_token(row, vocab, s.sampling, static_cast<uint64_t>(s.row),
+                             static_cast<uint64_t>(s.num_generated()));
+        logit = row[token];
+      }
+      accept_token(s, token, logit - res.log_z);
+    }
+  }
+  // Move finished sequences out of the running list, keeping admission order.
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (!(*it)->finish_reason.empty()) {
+      finished_.push_back(std::move(*it));
+      it = running_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  last_step_.clear();
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::take_finished() {
+  std::vector<std::unique_ptr<Sequence>> out;
+  out.swap(finished_);
+  return out;
+}
+
+}  // namespace tpbatch

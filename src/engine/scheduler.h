@@ -1,0 +1,62 @@
+#pragma once
+// Continuous batching over the paged KV cache (vLLM-style): every step takes one token from each
+// decoding sequence, then prefill chunks, then admits waiting sequences, all under max_seqs and
+// max_batch_tokens. When blocks run out, the newest running sequence is preempted and later
+// recomputed from its tokens, which gives the same KV and so the same results.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "engine/kv_block_allocator.h"
+#include "engine/sequence.h"
+#include "model/step_inputs.h"
+
+namespace tpbatch {
+
+struct SchedulerLimits {
+  int64_t max_seqs = 64;
+  int64_t max_batch_tokens = 4096;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerLimits limits, KvBlockAllocator& allocator);
+
+  void add(std::unique_ptr<Sequence> seq);
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  int64_t preemptions() const { return preemptions_; }
+
+  // The next step; empty when nothing can run. Sequences that cannot fit the KV cache even alone
+  // come back through take_finished() with an error.
+  StepInputs schedule();
+  // Applies the step's logits: appends scores or sampled tokens, finishes sequences.
+  void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab);
+  // Sequences finished since the last call (their blocks already released).
+  std::vector<std::unique_ptr<Sequence>> take_finished();
+
+ private:
+  struct Scheduled {
+    Sequence* seq;
+    int64_t num_rows;
+    int64_t num_requests;     // logits requests of this chunk, in step order
+    bool samples;             // its (only) request picks the next token
+  };
+  void add_chunk(StepInputs& in, Sequence& seq, int64_t n);
+  bool reserve(Sequence& seq, int64_t tokens);  // grows blocks, preempting newer sequences if needed
+  void preempt(size_t running_index);
+  void finish(Sequence& seq, const char* reason);
+  void accept_token(Sequence& seq, int32_t token, float logprob);
+
+  SchedulerLimits limits_;
+  KvBlockAllocator& alloc_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;   // admission order: oldest first
+  std::vector<std::unique_ptr<Sequence>> finished_;
+  std::vector<Scheduled> last_step_;
+  int64_t preemptions_ = 0;
+};
+
+}  // namespace tpbatch

@@ -1,0 +1,43 @@
+#pragma once
+// One input row on its way through a replica: its tokens, its place in the KV cache, and what it
+// has produced so far.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "job/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tpbatch {
+
+struct Sequence {
+  int64_t row = 0;
+  std::string id;
+  bool scoring = false;
+  std::vector<int32_t> tokens;     // prompt (+ completion when scoring) + generated so far
+  int64_t prompt_len = 0;
+  int64_t score_from = 0;          // scoring: first position whose token is scored
+  int64_t max_len = 0;             // generation stops at this many tokens in all
+  SamplingParams sampling;
+  std::vector<int32_t> eos_ids;
+
+  // Paged KV cache state.
+  int64_t num_computed = 0;        // tokens whose K/V are in the cache
+  std::vector<int32_t> blocks;
+
+  // Results.
+  std::vector<float> logprobs;
+  bool all_greedy = true;
+  std::unique_ptr<IncrementalDetokenizer> detokenizer;
+  std::string text;                // final text (stop string excluded)
+  std::string finish_reason;
+  std::string error;               // why the row failed (finish_reason "error")
+  int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
+
+  // Timings for TTFT / TPOT.
+  std::chrono::steady_clock::time_point arrived, first_token, finished;
+};
+
+}  // namespace tpbatch

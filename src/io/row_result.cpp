@@ -1,0 +1,111 @@
+// RowResult <-> bytes, for sending finished rows between ranks. Little-endian host layout:
+// magic, then each field as fixed-size raw bytes or (uint64 count, raw elements).
+#include "io/row_result.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "common/error.h"
+
+namespace tpbatch {
+namespace {
+
+constexpr uint32_t kMagic = 0x31525254;  // "TRR1"
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <typename T>
+void put_array(std::string& out, const T* data, size_t n) {
+  put<uint64_t>(out, n);
+  if (n) out.append(reinterpret_cast<const char*>(data), n * sizeof(T));
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view b) : b_(b) {}
+
+  template <typename T>
+  T get() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, b_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+
+  template <typename T>
+  void get_array(std::vector<T>& out) {
+    uint64_t n = get<uint64_t>();
+    if (n > (b_.size() - pos_) / sizeof(T)) fail("array of " + std::to_string(n) + " elements overruns the buffer");
+    out.resize(n);
+    if (n) std::memcpy(out.data(), b_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+  }
+
+  void get_string(std::string& out) {
+    uint64_t n = get<uint64_t>();
+    if (n > b_.size() - pos_) fail("string of " + std::to_string(n) + " bytes overruns the buffer");
+    out.assign(b_.data() + pos_, n);
+    pos_ += n;
+  }
+
+  bool at_end() const { return pos_ == b_.size(); }
+
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error("malformed row result (" + std::to_string(b_.size()) + " bytes, at byte " + std::to_string(pos_) +
+                "): " + why);
+  }
+
+ private:
+  void need(size_t n) const {
+    if (n > b_.size() - pos_) fail("truncated");
+  }
+  std::string_view b_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string serialize(const RowResult& r) {
+  std::string out;
+  out.reserve(96 + r.id.size() + r.output_text.size() + r.finish_reason.size() + r.error.size() +
+              4 * (r.prompt_tokens.size() + r.output_tokens.size() + r.output_logprobs.size()));
+  put<uint32_t>(out, kMagic);
+  put<int64_t>(out, r.index);
+  put_array(out, r.id.data(), r.id.size());
+  put_array(out, r.prompt_tokens.data(), r.prompt_tokens.size());
+  put_array(out, r.output_tokens.data(), r.output_tokens.size());
+  put_array(out, r.output_text.data(), r.output_text.size());
+  put_array(out, r.output_logprobs.data(), r.output_logprobs.size());
+  put<double>(out, r.logprob_sum);
+  put<uint8_t>(out, r.is_greedy);
+  put_array(out, r.finish_reason.data(), r.finish_reason.size());
+  put_array(out, r.error.data(), r.error.size());
+  return out;
+}
+
+RowResult deserialize_row_result(std::string_view bytes) {
+  Reader rd(bytes);
+  if (rd.get<uint32_t>() != kMagic) rd.fail("bad magic");
+  RowResult r;
+  r.index = rd.get<int64_t>();
+  if (r.index < 0) rd.fail("negative row index");
+  rd.get_string(r.id);
+  rd.get_array(r.prompt_tokens);
+  rd.get_array(r.output_tokens);
+  rd.get_string(r.output_text);
+  rd.get_array(r.output_logprobs);
+  r.logprob_sum = rd.get<double>();
+  r.is_greedy = rd.get<uint8_t>();
+  if (r.is_greedy > 1) rd.fail("is_greedy is not 0 or 1");
+  rd.get_string(r.finish_reason);
+  rd.get_string(r.error);
+  if (!rd.at_end()) rd.fail("trailing bytes");
+  return r;
+}
+
+}  // namespace tpbatch

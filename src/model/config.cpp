@@ -1,0 +1,324 @@
+// config.json + generation_config.json of a Hugging Face Llama-family model folder.
+#include "model/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <numbers>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace tpbatch {
+namespace {
+
+using nlohmann::json;
+
+std::string type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Reads keys of one JSON object, naming the file in every message.
+struct Reader {
+  const json& obj;
+  std::string file;  // e.g. "models/x/config.json"
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw Error(file + ": key '" + key + "': " + why);
+  }
+  bool present(const std::string& key) const { return obj.contains(key) && !obj.at(key).is_null(); }
+
+  int64_t integer(const std::string& key) const {
+    if (!obj.contains(key)) fail(key, "missing");
+    const json& v = obj.at(key);
+    if (!v.is_number_integer()) fail(key, "must be an integer, got " + type_name(v) + " (" + v.dump() + ")");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      fail(key, "out of range (" + v.dump() + ")");
+    return v.get<int64_t>();
+  }
+  int64_t positive(const std::string& key) const {
+    int64_t x = integer(key);
+    if (x <= 0) fail(key, "must be positive, got " + std::to_string(x));
+    return x;
+  }
+  int64_t positive_or(const std::string& key, int64_t fallback) const {
+    return present(key) ? positive(key) : fallback;
+  }
+  double number(const std::string& key) const {
+    if (!obj.contains(key)) fail(key, "missing");
+    const json& v = obj.at(key);
+    if (!v.is_number()) fail(key, "must be a number, got " + type_name(v) + " (" + v.dump() + ")");
+    double x = v.get<double>();
+    if (!std::isfinite(x)) fail(key, "must be finite");
+    return x;
+  }
+  double positive_number(const std::string& key) const {
+    double x = number(key);
+    if (!(x > 0)) fail(key, "must be positive, got " + obj.at(key).dump());
+    return x;
+  }
+  double positive_number_or(const std::string& key, double fallback) const {
+    return present(key) ? positive_number(key) : fallback;
+  }
+  bool boolean_or(const std::string& key, bool fallback) const {
+    if (!present(key)) return fallback;
+    const json& v = obj.at(key);
+    if (!v.is_boolean()) fail(key, "must be true or false, got " + type_name(v) + " (" + v.dump() + ")");
+    return v.get<bool>();
+  }
+  std::string string_or(const std::string& key, const std::string& fallback) const {
+    if (!present(key)) return fallback;
+    const json& v = obj.at(key);
+    if (!v.is_string()) fail(key, "must be a string, got " + type_name(v) + " (" + v.dump() + ")");
+    return v.get<std::string>();
+  }
+  // A token id (or null/absent = none).
+  int32_t token_id_or(const std::string& key, int32_t fallback) const {
+    if (!present(key)) return fallback;
+    int64_t x = integer(key);
+    if (x < 0 || x > std::numeric_limits<int32_t>::max()) fail(key, "not a valid token id (" + std::to_string(x) + ")");
+    return int32_t(x);
+  }
+  // An int, a list of ints, or null/absent.
+  std::vector<int32_t> token_ids(const std::string& key) const {
+    std::vector<int32_t> out;
+    if (!present(key)) return out;
+    const json& v = obj.at(key);
+    auto one = [&](const json& e) {
+      if (!e.is_number_integer()) fail(key, "must be an integer or a list of integers, got " + v.dump());
+      int64_t x = e.get<int64_t>();
+      if (x < 0 || x > std::numeric_limits<int32_t>::max()) fail(key, "not a valid token id (" + e.dump() + ")");
+      out.push_back(int32_t(x));
+    };
+    if (v.is_array()) {
+      for (const json& e : v) one(e);
+    } else {
+      one(v);
+    }
+    return out;
+  }
+};
+
+json parse_object(const std::string& text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(file + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw Error(file + ": must hold a JSON object, got " + type_name(j));
+  return j;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(path.string() + ": read error");
+  return ss.str();
+}
+
+std::string join_path(const std::string& label, const char* file) {
+  if (label.empty()) return file;
+  return (std::filesystem::path(label) / file).string();
+}
+
+RopeScaling parse_rope_scaling(const Reader& r) {
+  RopeScaling rs;
+  if (!r.present("rope_scaling")) return rs;
+  const json& v = r.obj.at("rope_scaling");
+  if (!v.is_object()) r.fail("rope_scaling", "must be null or an object, got " + type_name(v));
+  Reader s{v, r.file + ": rope_scaling"};
+  std::string type = s.string_or("rope_type", s.string_or("type", ""));
+  if (type.empty()) r.fail("rope_scaling", "has neither 'rope_type' nor 'type'");
+  if (type == "default") return rs;
+  if (type == "linear") {
+    rs.type = "linear";
+    rs.factor = s.positive_number("factor");
+  } else if (type == "llama3") {
+    rs.type = "llama3";
+    rs.factor = s.positive_number("factor");
+    rs.low_freq_factor = s.positive_number("low_freq_factor");
+    rs.high_freq_factor = s.positive_number("high_freq_factor");
+    rs.original_max_position_embeddings = s.positive("original_max_position_embeddings");
+    if (!(rs.high_freq_factor > rs.low_freq_factor))
+      r.fail("rope_scaling", "llama3 high_freq_factor must exceed low_freq_factor");
+  } else {
+    r.fail("rope_scaling", "unsupported rope scaling type '" + type + "' (supported: linear, llama3)");
+  }
+  return rs;
+}
+
+void push_unique(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
+  for (int32_t id : ids)
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& config_json_text, const std::string& generation_json_text,
+                               const std::string& label) {
+  const std::string file = join_path(label, "config.json");
+  const json j = parse_object(config_json_text, file);
+  const Reader r{j, file};
+  ModelConfig c;
+
+  // Architecture.
+  if (!j.contains("architectures")) r.fail("architectures", "missing");
+  const json& arch = j.at("architectures");
+  if (!arch.is_array() || arch.empty() || !arch[0].is_string())
+    r.fail("architectures", "must be a non-empty list of strings, got " + arch.dump());
+  c.architecture = arch[0].get<std::string>();
+  std::string default_type;
+  if (c.architecture == "LlamaForCausalLM") {
+    default_type = "llama";
+  } else if (c.architecture == "MistralForCausalLM") {
+    default_type = "mistral";
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    default_type = "qwen2";
+  } else {
+    r.fail("architectures", "unsupported architecture '" + c.architecture +
+                                "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  }
+  c.model_type = r.string_or("model_type", default_type);
+
+  if (j.contains("quantization_config"))
+    r.fail("quantization_config", "quantized checkpoints are not supported (only F32/F16/BF16 weights)");
+
+  // Shapes.
+  c.hidden_size = r.positive("hidden_size");
+  c.intermediate_size = r.positive("intermediate_size");
+  c.num_layers = r.positive("num_hidden_layers");
+  c.num_heads = r.positive("num_attention_heads");
+  c.num_kv_heads = r.positive_or("num_key_value_heads", c.num_heads);
+  if (r.present("head_dim")) {
+    c.head_dim = r.positive("head_dim");
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      r.fail("num_attention_heads", std::to_string(c.num_heads) + " does not divide hidden_size " +
+                                        std::to_string(c.hidden_size) + " (and there is no head_dim)");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) r.fail("head_dim", "must be even for rotary embeddings, got " + std::to_string(c.head_dim));
+  if (c.num_heads % c.num_kv_heads != 0)
+    r.fail("num_key_value_heads", "num_attention_heads " + std::to_string(c.num_heads) +
+                                      " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));
+  c.vocab_size = r.positive("vocab_size");
+  if (c.vocab_size > std::numeric_limits<int32_t>::max()) r.fail("vocab_size", "too large");
+  c.max_position_embeddings = r.positive("max_position_embeddings");
+
+  c.rms_norm_eps = r.positive_number_or("rms_norm_eps", 1e-6);
+  c.rope_theta = r.positive_number_or("rope_theta", 10000.0);
+  c.rope_scaling = parse_rope_scaling(r);
+
+  // Options we support only one value of.
+  std::string act = r.string_or("hidden_act", "silu");
+  if (act != "silu") r.fail("hidden_act", "unsupported activation '" + act + "' (only silu)");
+  if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "MLP biases are not supported");
+
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+  if (c.architecture == "Qwen2ForCausalLM") {
+    c.attention_bias = true;  // Qwen2 always has q/k/v biases
+  } else {
+    c.attention_bias = r.boolean_or("attention_bias", false);
+  }
+
+  // Sliding-window attention.
+  if (c.architecture == "MistralForCausalLM") {
+    if (r.present("sliding_window")) c.sliding_window = r.positive("sliding_window");
+  } else if (c.architecture == "Qwen2ForCausalLM") {
+    if (r.boolean_or("use_sliding_window", false) && r.present("sliding_window")) {
+      int64_t window = r.positive("sliding_window");
+      // HF Qwen2 uses the window only on layers >= max_window_layers.
+      int64_t from = r.present("max_window_layers") ? r.integer("max_window_layers") : 0;
+      if (from <= 0) {
+        c.sliding_window = window;
+      } else if (from < c.num_layers) {
+        r.fail("max_window_layers", "sliding-window attention on only some layers (from layer " +
+                                        std::to_string(from) + " of " + std::to_string(c.num_layers) +
+                                        ") is not supported");
+      }  // else: no layer uses the window
+    }
+  }
+  if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;  // never reached: no window
+
+  // Special tokens.
+  c.bos_token_id = r.token_id_or("bos_token_id", -1);
+  push_unique(c.eos_token_ids, r.token_ids("eos_token_id"));
+  if (!generation_json_text.empty()) {
+    const std::string gfile = join_path(label, "generation_config.json");
+    const json g = parse_object(generation_json_text, gfile);
+    const Reader gr{g, gfile};
+    int32_t gbos = gr.token_id_or("bos_token_id", -1);
+    if (c.bos_token_id < 0) c.bos_token_id = gbos;
+    push_unique(c.eos_token_ids, gr.token_ids("eos_token_id"));
+  }
+  for (int32_t id : c.eos_token_ids)
+    if (id >= c.vocab_size)
+      r.fail("eos_token_id", "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                 std::to_string(c.vocab_size) + ")");
+  if (c.bos_token_id >= c.vocab_size)
+    r.fail("bos_token_id", "token id " + std::to_string(c.bos_token_id) + " is outside the vocabulary");
+
+  c.torch_dtype = r.string_or("torch_dtype", r.string_or("dtype", "float32"));
+  return c;
+}
+
+ModelConfig load_model_config(const std::filesystem::path& model_dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model_dir, ec))
+    throw Error(model_dir.string() + ": model folder does not exist or is not a folder");
+  const auto config_path = model_dir / "config.json";
+  if (!std::filesystem::exists(config_path, ec)) throw Error(config_path.string() + ": missing (not a Hugging Face model folder?)");
+  std::string config_text = read_text(config_path);
+  std::string generation_text;
+  const auto gen_path = model_dir / "generation_config.json";
+  if (std::filesystem::exists(gen_path, ec)) generation_text = read_text(gen_path);
+  return parse_model_config(config_text, generation_text, model_dir.string());
+}
+
+std::vector<double> rope_inverse_frequencies(const ModelConfig& config) {
+  const int64_t dim = config.head_dim;
+  if (dim <= 0 || dim % 2 != 0) throw Error("rope: head_dim must be positive and even, got " + std::to_string(dim));
+  const double theta = config.rope_theta;
+  std::vector<double> inv(size_t(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i) inv[size_t(i)] = 1.0 / std::pow(theta, double(2 * i) / double(dim));
+
+  const RopeScaling& rs = config.rope_scaling;
+  if (rs.type == "none" || rs.type == "default") return inv;
+  if (rs.type == "linear") {
+    for (double& f : inv) f /= rs.factor;
+    return inv;
+  }
+  if (rs.type == "llama3") {
+    // transformers' _compute_llama3_parameters.
+    const double orig = double(rs.original_max_position_embeddings);
+    const double low_freq_wavelen = orig / rs.low_freq_factor;
+    const double high_freq_wavelen = orig / rs.high_freq_factor;
+    for (double& f : inv) {
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen > low_freq_wavelen) {
+        f = f / rs.factor;
+      } else if (wavelen < high_freq_wavelen) {
+        // unchanged
+      } else {
+        const double smooth = (orig / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+        f = (1.0 - smooth) * f / rs.factor + smooth * f;
+      }
+    }
+    return inv;
+  }
+  throw Error("rope: unsupported rope scaling type '" + rs.type + "'");
+}
+
+}  // namespace tpbatch

@@ -1,0 +1,405 @@
+// Memory-mapped safetensors weights, validated on open.
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace tpbatch {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+  }
+  return "?";
+}
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+using nlohmann::json;
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+bool parse_dtype(const std::string& s, DType& out) {
+  if (s == "F32") out = DType::F32;
+  else if (s == "F16") out = DType::F16;
+  else if (s == "BF16") out = DType::BF16;
+  else return false;
+  return true;
+}
+
+// IEEE half -> float (handles subnormals, inf, NaN); integer and exact float ops only.
+inline float half_to_float(uint16_t h) {
+  uint32_t bits = uint32_t(h & 0x7fffu) << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  f *= 0x1.0p112f;  // rebias the exponent (15 -> 127); subnormals come out right too
+  uint32_t o;
+  std::memcpy(&o, &f, 4);
+  if (f >= 65536.0f) o |= 255u << 23;  // was inf / NaN
+  o |= uint32_t(h & 0x8000u) << 16;
+  std::memcpy(&f, &o, 4);
+  return f;
+}
+
+inline float bf16_to_float(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+std::vector<TensorInfo> parse_safetensors_header(const std::byte* data, size_t file_size, const std::string& label) {
+  if (file_size < 8)
+    throw Error(label + ": not a safetensors file: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | uint64_t(std::to_integer<uint8_t>(data[i]));
+  if (header_len > file_size - 8)
+    throw Error(label + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                std::to_string(file_size) + " bytes; truncated or not a safetensors file)");
+  const uint64_t data_size = file_size - 8 - header_len;
+
+  json header;
+  try {
+    const char* text = reinterpret_cast<const char*>(data + 8);
+    header = json::parse(text, text + header_len);
+  } catch (const json::parse_error& e) {
+    throw Error(label + ": header is not valid JSON: " + e.what());
+  }
+  if (!header.is_object()) throw Error(label + ": header is not a JSON object");
+
+  std::vector<TensorInfo> out;
+  out.reserve(header.size());
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") {
+      if (!it->is_object() && !it->is_null()) throw Error(label + ": __metadata__ is not an object");
+      continue;
+    }
+    const std::string where = label + ": tensor '" + name + "'";
+    const json& e = *it;
+    if (!e.is_object()) throw Error(where + ": entry is not an object");
+    if (!e.contains("dtype") || !e.at("dtype").is_string()) throw Error(where + ": missing or non-string dtype");
+    if (!e.contains("shape") || !e.at("shape").is_array()) throw Error(where + ": missing or non-array shape");
+    if (!e.contains("data_offsets") || !e.at("data_offsets").is_array() || e.at("data_offsets").size() != 2)
+      throw Error(where + ": data_offsets must be a list [begin, end]");
+
+    TensorInfo t;
+    t.name = name;
+    t.file = label;
+    const std::string dt = e.at("dtype").get<std::string>();
+    if (!parse_dtype(dt, t.dtype))
+      throw Error(where + ": unsupported dtype '" + dt + "' (supported: F32, F16, BF16)");
+    uint64_t numel = 1;
+    bool overflow = false;
+    for (const json& d : e.at("shape")) {
+      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0))
+        throw Error(where + ": shape " + e.at("shape").dump() + " has a non-integer or negative dimension");
+      uint64_t v = d.get<uint64_t>();
+      if (v > uint64_t(std::numeric_limits<int64_t>::max())) overflow = true;
+      t.shape.push_back(int64_t(v));
+      if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v) overflow = true;
+      numel *= v;
+    }
+    for (const json& o : e.at("data_offsets"))
+      if (!o.is_number_unsigned() && !(o.is_number_integer() && o.get<int64_t>() >= 0))
+        throw Error(where + ": data_offsets " + e.at("data_offsets").dump() + " are not non-negative integers");
+    t.begin = e.at("data_offsets")[0].get<uint64_t>();
+    t.end = e.at("data_offsets")[1].get<uint64_t>();
+    if (t.end < t.begin) throw Error(where + ": data_offsets " + e.at("data_offsets").dump() + " end before they begin");
+    if (t.end > data_size)
+      throw Error(where + ": data_offsets " + e.at("data_offsets").dump() + " run past the end of the file (data section is " +
+                  std::to_string(data_size) + " bytes; truncated file?)");
+    const uint64_t esize = dtype_size(t.dtype);
+    if (overflow || numel > std::numeric_limits<uint64_t>::max() / esize || numel * esize != t.end - t.begin)
+      throw Error(where + ": shape " + shape_str(t.shape) + " x " + dt + " needs " +
+                  (overflow ? std::string("too many") : std::to_string(numel * esize)) + " bytes but data_offsets span " +
+                  std::to_string(t.end - t.begin));
+    out.push_back(std::move(t));
+  }
+
+  // Overlapping byte ranges.
+  std::vector<const TensorInfo*> order;
+  for (const TensorInfo& t : out)
+    if (t.end > t.begin) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->name < b->name;
+  });
+  for (size_t i = 1; i < order.size(); ++i)
+    if (order[i]->begin < order[i - 1]->end)
+      throw Error(label + ": tensor '" + order[i]->name + "' bytes [" + std::to_string(order[i]->begin) + ", " +
+                  std::to_string(order[i]->end) + ") overlap tensor '" + order[i - 1]->name + "' bytes [" +
+                  std::to_string(order[i - 1]->begin) + ", " + std::to_string(order[i - 1]->end) + ")");
+  return out;
+}
+
+// ---- MappedFile -----------------------------------------------------------------------------------
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path) : path_(path.string()) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Error(path_ + ": cannot open: " + std::strerror(errno));
+    struct stat st{};
+    if (::fstat(fd_, &st) != 0) {
+      int err = errno;
+      ::close(fd_);
+      throw Error(path_ + ": cannot stat: " + std::strerror(err));
+    }
+    size_ = size_t(st.st_size);
+    if (size_ == 0) return;  // nothing to map; the header parser reports it
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd_);
+      throw Error(path_ + ": cannot mmap: " + std::strerror(err));
+    }
+    data_ = static_cast<const std::byte*>(p);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  void drop() const {
+    if (data_) ::madvise(const_cast<std::byte*>(data_), size_, MADV_DONTNEED);
+    if (fd_ >= 0) ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  const std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// ---- WeightStore ----------------------------------------------------------------------------------
+
+WeightStore::WeightStore() = default;
+WeightStore::WeightStore(WeightStore&&) noexcept = default;
+WeightStore& WeightStore::operator=(WeightStore&&) noexcept = default;
+WeightStore::~WeightStore() = default;
+
+namespace {
+
+// Maps one safetensors file and returns its validated tensors with data pointers set.
+std::vector<TensorInfo> map_and_parse(const MappedFile& f) {
+  static const std::byte empty[1] = {};
+  std::vector<TensorInfo> tensors = parse_safetensors_header(f.data() ? f.data() : empty, f.size(), f.path());
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | uint64_t(std::to_integer<uint8_t>(f.data()[i]));
+  const std::byte* base = f.data() + 8 + header_len;
+  for (TensorInfo& t : tensors) t.data = base + t.begin;
+  return tensors;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+WeightStore WeightStore::open(const std::filesystem::path& model_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(model_dir, ec)) throw Error(model_dir.string() + ": model folder does not exist or is not a folder");
+  WeightStore store;
+  const fs::path single = model_dir / "model.safetensors";
+  const fs::path index = model_dir / "model.safetensors.index.json";
+
+  auto add = [&store](const TensorInfo& t) {
+    auto [it, inserted] = store.tensors_.emplace(t.name, t);
+    if (!inserted)
+      throw Error(t.file + ": tensor '" + t.name + "' also appears in " + it->second.file);
+  };
+
+  if (fs::exists(single, ec)) {
+    store.files_.push_back(std::make_unique<MappedFile>(single));
+    for (const TensorInfo& t : map_and_parse(*store.files_.back())) add(t);
+    return store;
+  }
+  if (!fs::exists(index, ec))
+    throw Error(model_dir.string() + ": no model.safetensors or model.safetensors.index.json in the model folder");
+
+  const std::string ilabel = index.string();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text(index));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(ilabel + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
+    throw Error(ilabel + ": must be an object with a 'weight_map' object");
+  const auto& wm = j.at("weight_map");
+  if (wm.empty()) throw Error(ilabel + ": weight_map is empty");
+
+  // Shard file -> first tensor naming it (for messages), in a stable order.
+  std::map<std::string, std::string> shards;
+  for (auto it = wm.begin(); it != wm.end(); ++it) {
+    if (!it->is_string()) throw Error(ilabel + ": weight_map entry for tensor '" + it.key() + "' is not a file name");
+    const std::string file = it->get<std::string>();
+    bool bad = file.empty() || fs::path(file).is_absolute();
+    for (const auto& part : fs::path(file)) bad = bad || part == "..";
+    if (bad)
+      throw Error(ilabel + ": tensor '" + it.key() + "': bad shard file name '" + file + "'");
+    shards.emplace(file, it.key());
+  }
+  std::map<std::string, std::set<std::string>> shard_tensors;
+  for (const auto& [file, first_tensor] : shards) {
+    const fs::path p = model_dir / file;
+    if (!fs::is_regular_file(p, ec))
+      throw Error(ilabel + ": tensor '" + first_tensor + "' is in shard '" + file + "', which does not exist (" + p.string() + ")");
+    store.files_.push_back(std::make_unique<MappedFile>(p));
+    auto& names = shard_tensors[file];
+    for (const TensorInfo& t : map_and_parse(*store.files_.back())) {
+      add(t);
+      names.insert(t.name);
+    }
+  }
+  for (auto it = wm.begin(); it != wm.end(); ++it) {
+    const std::string file = it->get<std::string>();
+    if (!shard_tensors[file].count(it.key()))
+      throw Error(ilabel + ": tensor '" + it.key() + "' is listed in shard '" + file + "' but " +
+                  (model_dir / file).string() + " does not contain it");
+  }
+  return store;
+}
+
+bool WeightStore::has(const std::string& name) const { return tensors_.count(name) != 0; }
+
+const TensorInfo& WeightStore::tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    std::string where = files_.empty() ? std::string("weights") : files_.front()->path();
+    if (files_.size() > 1) where += " (and " + std::to_string(files_.size() - 1) + " more shards)";
+    throw Error(where + ": tensor '" + name + "' is missing");
+  }
+  return it->second;
+}
+
+std::vector<std::string> WeightStore::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& kv : tensors_) out.push_back(kv.first);
+  return out;
+}
+
+void WeightStore::expect_shape(const std::string& name, const std::vector<int64_t>& shape) const {
+  const TensorInfo& t = tensor(name);
+  if (t.shape != shape)
+    throw Error(t.file + ": tensor '" + name + "': shape " + shape_str(t.shape) + " but config.json implies " +
+                shape_str(shape));
+}
+
+void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
+                           float* out) const {
+  const TensorInfo& t = tensor(name);
+  int64_t rows = 0, cols = 0;
+  if (t.shape.size() == 2) {
+    rows = t.shape[0];
+    cols = t.shape[1];
+  } else if (t.shape.size() == 1) {
+    rows = 1;
+    cols = t.shape[0];
+  } else if (t.shape.empty()) {
+    rows = cols = 1;
+  } else {
+    throw Error(t.file + ": tensor '" + name + "': read_f32 needs a 1-D or 2-D tensor, shape is " + shape_str(t.shape));
+  }
+  if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 > rows - nrows || col0 > cols - ncols)
+    throw Error(t.file + ": tensor '" + name + "' of shape " + shape_str(t.shape) + ": block rows [" +
+                std::to_string(row0) + ", +" + std::to_string(nrows) + ") x columns [" + std::to_string(col0) + ", +" +
+                std::to_string(ncols) + ") is out of range");
+  if (nrows == 0 || ncols == 0) return;
+  if (!t.data) throw Error(t.file + ": tensor '" + name + "' is not mapped");
+
+  const size_t es = dtype_size(t.dtype);
+  const std::byte* base = t.data + (size_t(row0) * size_t(cols) + size_t(col0)) * es;
+  const size_t row_stride = size_t(cols) * es;
+  switch (t.dtype) {
+    case DType::F32:
+      if (ncols == cols) {
+        std::memcpy(out, base, size_t(nrows) * size_t(cols) * 4);
+      } else {
+        for (int64_t r = 0; r < nrows; ++r)
+          std::memcpy(out + size_t(r) * size_t(ncols), base + size_t(r) * row_stride, size_t(ncols) * 4);
+      }
+      break;
+    case DType::F16:
+      for (int64_t r = 0; r < nrows; ++r) {
+        const std::byte* src = base + size_t(r) * row_stride;
+        float* dst = out + size_t(r) * size_t(ncols);
+        for (int64_t c = 0; c < ncols; ++c) {
+          uint16_t h;
+          std::memcpy(&h, src + size_t(c) * 2, 2);
+          dst[c] = half_to_float(h);
+        }
+      }
+      break;
+    case DType::BF16:
+      for (int64_t r = 0; r < nrows; ++r) {
+        const std::byte* src = base + size_t(r) * row_stride;
+        float* dst = out + size_t(r) * size_t(ncols);
+        for (int64_t c = 0; c < ncols; ++c) {
+          uint16_t h;
+          std::memcpy(&h, src + size_t(c) * 2, 2);
+          dst[c] = bf16_to_float(h);
+        }
+      }
+      break;
+  }
+}
+
+void WeightStore::drop_page_cache() const {
+  for (const auto& f : files_) f->drop();
+}
+
+}  // namespace tpbatch

@@ -1,0 +1,50 @@
+#pragma once
+// What one engine step asks of the model: the tokens of every scheduled sequence (prefill chunks
+// and single decode tokens mixed), where each sits in the paged KV cache, and which rows need
+// logits. Built by the scheduler on the replica leader and broadcast to its peers.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace tpbatch {
+
+struct LogitRequest {
+  int64_t row = 0;        // row of the step
+  int32_t target = -1;    // token whose logit is wanted (scoring, or the sampled token later), -1 none
+  bool full = false;      // the sampler needs this row's full logits
+};
+
+// Logits of one requested row, combined over the vocabulary shards without gathering them.
+struct LogitResult {
+  int32_t argmax = 0;       // lowest id among the maxima
+  float max_logit = 0;
+  float log_z = 0;          // log-sum-exp over the whole vocabulary
+  float target_logit = 0;   // NaN when no target was given
+};
+
+struct StepSeqSlice {
+  int64_t num_rows = 0;
+  int64_t pos_begin = 0;
+  int64_t blocks_begin = 0;  // into StepInputs::block_ids
+  int64_t num_blocks = 0;
+};
+
+struct StepInputs {
+  std::vector<int32_t> tokens;       // [rows]
+  std::vector<int32_t> positions;    // [rows]
+  std::vector<StepSeqSlice> seqs;    // rows are laid out sequence after sequence
+  std::vector<int32_t> block_ids;
+  std::vector<LogitRequest> logits;
+
+  int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
+  void clear();
+  // For the attention kernel: pointers into block_ids, row offsets accumulated.
+  std::vector<AttentionSeq> attention_seqs() const;
+
+  std::string serialize() const;
+  static StepInputs deserialize(const std::string& bytes);
+};
+
+}  // namespace tpbatch

@@ -1,0 +1,46 @@
+#pragma once
+// The BPE model of tokenizer.json ("type": "BPE"), as Hugging Face tokenizers runs it: a word is
+// split into characters (with byte fallback / unk), then pairs are merged lowest rank first.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/json_util.h"
+#include "tokenizer/vocab.h"
+
+namespace tpbatch::tok {
+
+class BpeModel {
+ public:
+  // Reads the "model" object. Throws tpbatch::Error on anything malformed.
+  static BpeModel from_json(const Json& model, const JsonPath& at);
+
+  // Appends the ids of one pre-token.
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+
+  const Vocab& vocab() const { return vocab_; }
+
+ private:
+  struct MergeValue {
+    int32_t rank;
+    int32_t new_id;
+  };
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+
+  Vocab vocab_;
+  std::unordered_map<uint64_t, MergeValue> merges_;
+  std::optional<int32_t> unk_id_;
+  std::string continuing_subword_prefix_;
+  std::string end_of_word_suffix_;
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  int32_t byte_ids_[256];  // id of "<0xNN>", or -1
+};
+
+}  // namespace tpbatch::tok

@@ -1,0 +1,356 @@
+// Writes a Hugging Face Llama-family model folder with seeded random weights.
+// Bit-identical output on every machine: integer PRNG, exact float arithmetic, no libm calls.
+#pragma GCC optimize("fp-contract=off")
+#include "tools/make_model.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "tools/make_tokenizer.h"
+
+namespace tpbatch {
+namespace {
+
+using nlohmann::ordered_json;
+
+struct Resolved {
+  std::string architecture, model_type;
+  int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, max_pos = 0;
+  bool tied = false, attention_bias = false;
+  std::string dtype;  // float32 | bfloat16 | float16
+  std::string rope_scaling;
+  double rope_theta = 10000.0, rms_norm_eps = 1e-5;
+};
+
+Resolved resolve(const MakeModelOptions& o) {
+  Resolved r;
+  std::string preset_dtype = "float32";
+  if (o.preset == "tiny") {
+    r.hidden = 64, r.intermediate = 172, r.layers = 5, r.heads = 8, r.kv_heads = 4, r.vocab = 512, r.max_pos = 512;
+    r.tied = true;
+  } else if (o.preset == "125m") {
+    r.hidden = 768, r.intermediate = 2048, r.layers = 12, r.heads = 12, r.kv_heads = 4, r.vocab = 32000, r.max_pos = 2048;
+    r.tied = false;
+  } else if (o.preset == "8b") {
+    r.hidden = 4096, r.intermediate = 14336, r.layers = 32, r.heads = 32, r.kv_heads = 8, r.vocab = 128256, r.max_pos = 8192;
+    r.tied = false;
+    r.rope_theta = 500000.0;
+    preset_dtype = "bfloat16";
+  } else {
+    throw Error("make-model: unknown preset '" + o.preset + "' (tiny, 125m, 8b)");
+  }
+  auto over = [](int64_t& field, int64_t value, const char* name) {
+    if (value == -1) return;
+    if (value <= 0) throw Error(std::string("make-model: ") + name + " must be positive, got " + std::to_string(value));
+    field = value;
+  };
+  over(r.hidden, o.hidden_size, "hidden_size");
+  over(r.intermediate, o.intermediate_size, "intermediate_size");
+  over(r.layers, o.num_layers, "num_layers");
+  over(r.heads, o.num_heads, "num_heads");
+  over(r.kv_heads, o.num_kv_heads, "num_kv_heads");
+  over(r.vocab, o.vocab_size, "vocab_size");
+  over(r.max_pos, o.max_position_embeddings, "max_position_embeddings");
+  if (o.head_dim != -1) {
+    if (o.head_dim <= 0) throw Error("make-model: head_dim must be positive, got " + std::to_string(o.head_dim));
+    r.head_dim = o.head_dim;
+  } else {
+    if (r.hidden % r.heads != 0)
+      throw Error("make-model: num_heads " + std::to_string(r.heads) + " does not divide hidden_size " + std::to_string(r.hidden));
+    r.head_dim = r.hidden / r.heads;
+  }
+  if (r.head_dim % 2 != 0) throw Error("make-model: head_dim must be even, got " + std::to_string(r.head_dim));
+  if (r.heads % r.kv_heads != 0)
+    throw Error("make-model: num_heads " + std::to_string(r.heads) + " is not a multiple of num_kv_heads " +
+                std::to_string(r.kv_heads));
+  if (o.tie_word_embeddings != -1) r.tied = o.tie_word_embeddings != 0;
+
+  // The 8b preset is bf16 unless asked otherwise ("float32" is the options' default, and a 32 GB f32
+  // 8B model is never what is wanted); "auto" or "" = the preset's dtype.
+  r.dtype = o.dtype;
+  if (r.dtype.empty() || r.dtype == "auto" || (o.preset == "8b" && r.dtype == "float32")) r.dtype = preset_dtype;
+  if (r.dtype == "f32" || r.dtype == "fp32") r.dtype = "float32";
+  if (r.dtype == "bf16") r.dtype = "bfloat16";
+  if (r.dtype == "f16" || r.dtype == "fp16") r.dtype = "float16";
+  if (r.dtype != "float32" && r.dtype != "bfloat16" && r.dtype != "float16")
+    throw Error("make-model: unknown dtype '" + o.dtype + "' (float32, bfloat16, float16)");
+
+  r.architecture = o.architecture;
+  if (r.architecture == "LlamaForCausalLM") {
+    r.model_type = "llama";
+    r.attention_bias = o.attention_bias;
+  } else if (r.architecture == "MistralForCausalLM") {
+    r.model_type = "mistral";
+    if (o.attention_bias) throw Error("make-model: MistralForCausalLM has no attention biases");
+  } else if (r.architecture == "Qwen2ForCausalLM") {
+    r.model_type = "qwen2";
+    r.attention_bias = true;
+    r.rms_norm_eps = 1e-6;
+  } else {
+    throw Error("make-model: unknown architecture '" + r.architecture +
+                "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+  }
+  r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
+  if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
+    throw Error("make-model: unknown rope_scaling '" + o.rope_scaling + "' (none, llama3)");
+  if (r.vocab < 260)
+    throw Error("make-model: vocab_size " + std::to_string(r.vocab) + " is too small (at least 260 for the tokenizer)");
+  return r;
+}
+
+std::string config_json(const Resolved& r) {
+  ordered_json j;
+  j["architectures"] = ordered_json::array({r.architecture});
+  j["model_type"] = r.model_type;
+  j["hidden_size"] = r.hidden;
+  j["intermediate_size"] = r.intermediate;
+  j["num_hidden_layers"] = r.layers;
+  j["num_attention_heads"] = r.heads;
+  j["num_key_value_heads"] = r.kv_heads;
+  j["head_dim"] = r.head_dim;
+  j["vocab_size"] = r.vocab;
+  j["max_position_embeddings"] = r.max_pos;
+  j["rms_norm_eps"] = r.rms_norm_eps;
+  j["rope_theta"] = r.rope_theta;
+  if (r.rope_scaling == "llama3") {
+    j["rope_scaling"] = {{"factor", 8.0},
+                         {"high_freq_factor", 4.0},
+                         {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", r.max_pos},
+                         {"rope_type", "llama3"}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["hidden_act"] = "silu";
+  if (r.architecture != "Qwen2ForCausalLM") j["attention_bias"] = r.attention_bias;
+  j["attention_dropout"] = 0.0;
+  if (r.architecture == "LlamaForCausalLM") j["mlp_bias"] = false;
+  if (r.architecture == "MistralForCausalLM") j["sliding_window"] = nullptr;
+  if (r.architecture == "Qwen2ForCausalLM") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = r.layers;
+  }
+  j["initializer_range"] = 0.02;
+  j["tie_word_embeddings"] = r.tied;
+  j["torch_dtype"] = r.dtype;
+  j["use_cache"] = true;
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = 2;
+  return j.dump(2) + "\n";
+}
+
+std::string generation_config_json() {
+  ordered_json j;
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = 2;
+  return j.dump(2) + "\n";
+}
+
+// ---- deterministic random numbers ---------------------------------------------------------------
+
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Approximately standard normal: sum of four 16-bit uniforms (Irwin-Hall), rescaled to unit variance.
+// Integer sum and two exactly-rounded float ops, so identical on every IEEE machine (Box-Muller's
+// log/cos could differ between libm versions).
+inline float normal(uint64_t& state) {
+  const uint64_t x = splitmix64(state);
+  const uint32_t s = uint32_t(x & 0xffff) + uint32_t((x >> 16) & 0xffff) + uint32_t((x >> 32) & 0xffff) + uint32_t(x >> 48);
+  // uniforms (k + 0.5) / 65536: sum has mean 2 and variance 4/12.
+  return (float(s) - 131070.0f) * 2.6429993e-05f;  // sqrt(3) / 65536
+}
+
+// ---- dtype conversion -----------------------------------------------------------------------------
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                         // round to nearest even
+  return uint16_t(u >> 16);
+}
+
+inline uint16_t float_to_half(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  uint16_t o;
+  if (a >= 0x47800000u) {  // >= 65536: inf or NaN
+    o = a > 0x7f800000u ? 0x7e00 : 0x7c00;
+  } else if (a < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    float af;
+    std::memcpy(&af, &a, 4);
+    af += 0.5f;  // ulp(0.5) = 2^-24 = the half subnormal unit; the FPU rounds to nearest even
+    uint32_t b;
+    std::memcpy(&b, &af, 4);
+    o = uint16_t(b - 0x3f000000u);
+  } else {
+    const uint32_t odd = (a >> 13) & 1u;
+    a += 0xc8000fffu + odd;  // rebias exponent (127 -> 15) and round to nearest even
+    o = uint16_t(a >> 13);
+  }
+  return uint16_t(o | sign);
+}
+
+// ---- tensors ----------------------------------------------------------------------------------------
+
+struct TensorSpec {
+  std::vector<int64_t> shape;
+  float mean = 0.0f;  // value = mean + std * normal
+  float std = 0.0f;
+  uint64_t numel() const {
+    uint64_t n = 1;
+    for (int64_t d : shape) n *= uint64_t(d);
+    return n;
+  }
+};
+
+// Scales chosen so a random model's activations stay O(1) and greedy decoding is not one repeated
+// token: embeddings N(0, e^2) with e = 4/sqrt(hidden) (logits ~ N(0, 16)); projections reading a
+// normalized vector have std 1/sqrt(fan_in); o_proj and down_proj write alpha*e-sized updates into the
+// residual stream (alpha = 1.5, so the layers, not the input embedding, dominate the last hidden state);
+// RMSNorm weights 1 + N(0, 0.02^2).
+std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
+  std::map<std::string, TensorSpec> t;
+  const float e = float(4.0 / std::sqrt(double(r.hidden)));
+  const float alpha = 1.5f;
+  const float in_std = float(1.0 / std::sqrt(double(r.hidden)));
+  const int64_t q_out = r.heads * r.head_dim, kv_out = r.kv_heads * r.head_dim;
+  t["model.embed_tokens.weight"] = {{r.vocab, r.hidden}, 0.0f, e};
+  if (!r.tied) t["lm_head.weight"] = {{r.vocab, r.hidden}, 0.0f, e};
+  t["model.norm.weight"] = {{r.hidden}, 1.0f, 0.02f};
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t[p + "input_layernorm.weight"] = {{r.hidden}, 1.0f, 0.02f};
+    t[p + "post_attention_layernorm.weight"] = {{r.hidden}, 1.0f, 0.02f};
+    t[p + "self_attn.q_proj.weight"] = {{q_out, r.hidden}, 0.0f, in_std};
+    t[p + "self_attn.k_proj.weight"] = {{kv_out, r.hidden}, 0.0f, in_std};
+    t[p + "self_attn.v_proj.weight"] = {{kv_out, r.hidden}, 0.0f, in_std};
+    t[p + "self_attn.o_proj.weight"] = {{r.hidden, q_out}, 0.0f, float(alpha * e / std::sqrt(double(q_out)))};
+    if (r.attention_bias) {
+      t[p + "self_attn.q_proj.bias"] = {{q_out}, 0.0f, 0.1f};
+      t[p + "self_attn.k_proj.bias"] = {{kv_out}, 0.0f, 0.1f};
+      t[p + "self_attn.v_proj.bias"] = {{kv_out}, 0.0f, 0.1f};
+    }
+    t[p + "mlp.gate_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
+    t[p + "mlp.up_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
+    t[p + "mlp.down_proj.weight"] = {{r.hidden, r.intermediate}, 0.0f,
+                                     float(2.0 * alpha * e / std::sqrt(double(r.intermediate)))};
+  }
+  return t;
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+  if (!f) throw Error(path.string() + ": cannot create: " + std::strerror(errno));
+  if (std::fwrite(text.data(), 1, text.size(), f.get()) != text.size() || std::fclose(f.release()) != 0)
+    throw Error(path.string() + ": write failed");
+}
+
+void write_safetensors(const std::filesystem::path& path, const Resolved& r, uint64_t seed) {
+  const auto specs = tensor_specs(r);
+  const char* st_dtype = r.dtype == "float32" ? "F32" : r.dtype == "bfloat16" ? "BF16" : "F16";
+  const size_t es = r.dtype == "float32" ? 4 : 2;
+
+  // Header: tensors laid out in name order (the header's keys are sorted too).
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  uint64_t offset = 0;
+  for (const auto& [name, spec] : specs) {
+    const uint64_t bytes = spec.numel() * es;
+    header[name] = {{"dtype", st_dtype}, {"shape", spec.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text += ' ';
+
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
+  if (!f) throw Error(tmp.string() + ": cannot create: " + std::strerror(errno));
+  std::vector<char> iobuf(1 << 20);
+  std::setvbuf(f.get(), iobuf.data(), _IOFBF, iobuf.size());
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+  bool ok = std::fwrite(len, 1, 8, f.get()) == 8 && std::fwrite(text.data(), 1, text.size(), f.get()) == text.size();
+
+  constexpr size_t kChunk = 1 << 18;
+  std::vector<float> vals(kChunk);
+  std::vector<unsigned char> bytes(kChunk * 4);
+  for (const auto& [name, spec] : specs) {
+    uint64_t state = seed * 0x9e3779b97f4a7c15ull ^ fnv1a(name);
+    splitmix64(state);
+    for (uint64_t done = 0, n = spec.numel(); ok && done < n;) {
+      const size_t m = size_t(std::min<uint64_t>(kChunk, n - done));
+      for (size_t i = 0; i < m; ++i) vals[i] = spec.mean + spec.std * normal(state);
+      if (es == 4) {
+        std::memcpy(bytes.data(), vals.data(), m * 4);
+      } else if (r.dtype == "bfloat16") {
+        for (size_t i = 0; i < m; ++i) {
+          const uint16_t h = float_to_bf16(vals[i]);
+          std::memcpy(bytes.data() + 2 * i, &h, 2);
+        }
+      } else {
+        for (size_t i = 0; i < m; ++i) {
+          const uint16_t h = float_to_half(vals[i]);
+          std::memcpy(bytes.data() + 2 * i, &h, 2);
+        }
+      }
+      ok = std::fwrite(bytes.data(), 1, m * es, f.get()) == m * es;
+      done += m;
+    }
+  }
+  ok = ok && std::fclose(f.release()) == 0;
+  if (!ok) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw Error(path.string() + ": write failed (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw Error(path.string() + ": cannot rename from " + tmp.string() + ": " + ec.message());
+}
+
+}  // namespace
+
+void make_model(const std::filesystem::path& out_dir, const MakeModelOptions& options) {
+  const Resolved r = resolve(options);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec || !std::filesystem::is_directory(out_dir))
+    throw Error(out_dir.string() + ": cannot create the output folder" + (ec ? ": " + ec.message() : std::string()));
+  write_text(out_dir / "config.json", config_json(r));
+  write_text(out_dir / "generation_config.json", generation_config_json());
+  write_text(out_dir / "tokenizer.json", make_tokenizer_json(r.vocab));
+  write_text(out_dir / "tokenizer_config.json", make_tokenizer_config_json(r.max_pos));
+  write_safetensors(out_dir / "model.safetensors", r, options.seed);
+}
+
+}  // namespace tpbatch
