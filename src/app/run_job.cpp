@@ -158,7 +158,9 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       Progress resumed(num_rows, already, job.engine.progress_interval, stderr);
       RowDispatcher dispatcher(job.input.path, done, *writer, resumed, control, replicas - 1);
       auto source = make_local_work_source(dispatcher);
-      run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
+      const ReplicaStats stats = run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
+      std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, %.2fs in steps, preemptions: %lld\n",
+                   static_cast<long long>(stats.steps), stats.step_seconds, static_cast<long long>(stats.preemptions));
       while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
       resumed.print_final();
       writer->finish(resumed.metrics());

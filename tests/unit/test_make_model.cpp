@@ -315,7 +315,7 @@ TEST(MakeModelTokenizer, EveryMergeJoinsTwoPiecesIntoAPiece) {
 TEST(MakeModelTokenizer, LearnsCommonEnglishWords) {
   const auto sv = tpbatch::build_synthetic_vocab(512);
   const std::set<std::string> pieces(sv.pieces.begin(), sv.pieces.end());
-  for (const char* w : {"\xe2\x96\x81the", "\xe2\x96\x81and", "\xe2\x96\x81was", "\xe2\x96\x81Lily"})
+  for (const char* w : {"\xe2\x96\x81" "the", "\xe2\x96\x81" "and", "\xe2\x96\x81" "was", "\xe2\x96\x81" "Lily"})
     EXPECT_TRUE(pieces.count(w)) << w;
 }
 
