@@ -161,6 +161,10 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       const ReplicaStats stats = run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
       std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, %.2fs in steps, preemptions: %lld\n",
                    static_cast<long long>(stats.steps), stats.step_seconds, static_cast<long long>(stats.preemptions));
+      for (const auto& [name, st] : topo.tp->stats())
+        std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
+                     name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
+                     stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
       while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
       resumed.print_final();
       writer->finish(resumed.metrics());

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kFormatVersion = 1;
 constexpr hsize_t kChunkRows = 1024;
-constexpr size_t kBufferRows = 256;
+constexpr size_t kBufferRows = 1024;
 constexpr double kFlushSeconds = 5.0;
 
 // ---- HDF5 plumbing -------------------------------------------------------------------------------

@@ -77,16 +77,30 @@ class UnicodeNormalizer : public Normalizer {
   }
 };
 
+// As Rust's char::to_lowercase applied to each character on its own (no final-sigma context).
 class LowercaseNormalizer : public Normalizer {
  public:
   std::string normalize(std::string s) const override {
-    return on_valid_runs(s, [](std::string_view run) {
-      icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(run.data(), static_cast<int32_t>(run.size())));
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size();) {
+      const auto b = static_cast<unsigned char>(s[i]);
+      if (b < 0x80) {
+        out.push_back(static_cast<char>(b >= 'A' && b <= 'Z' ? b + 32 : b));
+        ++i;
+        continue;
+      }
+      const size_t n = utf8_valid_len(s, i);
+      if (!n) {
+        out.push_back(s[i++]);
+        continue;
+      }
+      icu::UnicodeString u(static_cast<UChar32>(utf8_decode(s, i, n)));
       u.toLower(icu::Locale::getRoot());
-      std::string out;
       u.toUTF8String(out);
-      return out;
-    });
+      i += n;
+    }
+    return out;
   }
 };
 

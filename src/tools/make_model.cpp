@@ -230,12 +230,12 @@ struct TensorSpec {
 // Scales chosen so a random model's activations stay O(1) and greedy decoding is not one repeated
 // token: embeddings N(0, e^2) with e = 4/sqrt(hidden) (logits ~ N(0, 16)); projections reading a
 // normalized vector have std 1/sqrt(fan_in); o_proj and down_proj write alpha*e-sized updates into the
-// residual stream (alpha = 1.5, so the layers, not the input embedding, dominate the last hidden state);
+// residual stream (alpha = 6, so the layers, not the input embedding, dominate the last hidden state);
 // RMSNorm weights 1 + N(0, 0.02^2).
 std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
   std::map<std::string, TensorSpec> t;
   const float e = float(4.0 / std::sqrt(double(r.hidden)));
-  const float alpha = 1.5f;
+  const float alpha = 6.0f;
   const float in_std = float(1.0 / std::sqrt(double(r.hidden)));
   const int64_t q_out = r.heads * r.head_dim, kv_out = r.kv_heads * r.head_dim;
   t["model.embed_tokens.weight"] = {{r.vocab, r.hidden}, 0.0f, e};

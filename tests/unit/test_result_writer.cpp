@@ -1,0 +1,509 @@
+// The HDF5 results file: layout, round trip, if_exists, resume, finish, inspect.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/version.h"
+#include "io/result_writer.h"
+
+namespace fs = std::filesystem;
+using namespace tpbatch;
+
+namespace {
+
+const char* const kDatasets[] = {"id",          "done",         "prompt_tokens", "output_tokens", "output_text",
+                                 "output_logprobs", "logprob_sum", "is_greedy",    "finish_reason", "error"};
+
+// ---- reading back with the HDF5 C API ----
+struct File {
+  hid_t id;
+  explicit File(const std::string& p) : id(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)) {
+    EXPECT_GE(id, 0) << p;
+  }
+  ~File() {
+    if (id >= 0) H5Fclose(id);
+  }
+};
+
+hsize_t rows_of(hid_t f, const char* name) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  hid_t s = H5Dget_space(d);
+  hsize_t n = 0, max = 0;
+  H5Sget_simple_extent_dims(s, &n, &max);
+  H5Sclose(s);
+  H5Dclose(d);
+  return n;
+}
+
+std::vector<std::string> read_strings(hid_t f, const char* name) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  std::vector<char*> buf(rows_of(f, name));
+  std::vector<std::string> out;
+  if (!buf.empty()) {
+    EXPECT_GE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), 0);
+    for (char* p : buf) out.push_back(p ? p : "");
+    hid_t s = H5Dget_space(d);
+    H5Dvlen_reclaim(t, s, H5P_DEFAULT, buf.data());
+    H5Sclose(s);
+  }
+  H5Tclose(t);
+  H5Dclose(d);
+  return out;
+}
+
+template <typename T>
+std::vector<std::vector<T>> read_vlen(hid_t f, const char* name, hid_t native) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  hid_t t = H5Tvlen_create(native);
+  std::vector<hvl_t> buf(rows_of(f, name));
+  std::vector<std::vector<T>> out;
+  if (!buf.empty()) {
+    EXPECT_GE(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), 0);
+    for (const auto& v : buf) out.emplace_back(static_cast<T*>(v.p), static_cast<T*>(v.p) + v.len);
+    hid_t s = H5Dget_space(d);
+    H5Dvlen_reclaim(t, s, H5P_DEFAULT, buf.data());
+    H5Sclose(s);
+  }
+  H5Tclose(t);
+  H5Dclose(d);
+  return out;
+}
+
+template <typename T>
+std::vector<T> read_fixed(hid_t f, const char* name, hid_t native) {
+  hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  std::vector<T> out(rows_of(f, name));
+  if (!out.empty()) EXPECT_GE(H5Dread(d, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0);
+  H5Dclose(d);
+  return out;
+}
+
+std::string str_attr(hid_t loc, const char* name) {
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  EXPECT_GE(a, 0) << name;
+  hid_t ft = H5Aget_type(a);
+  EXPECT_EQ(H5Tget_cset(ft), H5T_CSET_UTF8) << name;
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  char* p = nullptr;
+  H5Aread(a, t, &p);
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  H5Tclose(t);
+  H5Tclose(ft);
+  H5Aclose(a);
+  return s;
+}
+
+int64_t int_attr(hid_t loc, const char* name) {
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  EXPECT_GE(a, 0) << name;
+  int64_t v = -1;
+  H5Aread(a, H5T_NATIVE_INT64, &v);
+  H5Aclose(a);
+  return v;
+}
+
+double double_attr(hid_t loc, const char* name) {
+  hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+  EXPECT_GE(a, 0) << name;
+  double v = -1;
+  H5Aread(a, H5T_NATIVE_DOUBLE, &v);
+  H5Aclose(a);
+  return v;
+}
+
+RunInfo info(int64_t rows) {
+  RunInfo i;
+  i.model = "models/tiny";
+  i.task = "generate";
+  i.job_yaml = "model: models/tiny\ntask: generate\nsampling:\n  temperature: 0.0\nengine:\n  max_seqs: 64\n"
+               "parallel:\n  tensor: 2\noutput:\n  if_exists: resume\n";
+  i.world_size = 4;
+  i.tensor_parallel = 2;
+  i.pipeline_parallel = 1;
+  i.data_parallel = 2;
+  i.num_rows = rows;
+  return i;
+}
+
+RowResult row(int64_t i) {
+  RowResult r;
+  r.index = i;
+  r.id = "id-" + std::to_string(i);
+  r.prompt_tokens = {1, static_cast<int32_t>(i)};
+  r.output_tokens.assign(static_cast<size_t>(i % 4), 7);
+  r.output_text = "text " + std::to_string(i) + " \xC3\xA9";
+  r.output_logprobs.assign(r.output_tokens.size(), -0.5f);
+  r.logprob_sum = -0.5 * static_cast<double>(r.output_tokens.size());
+  r.is_greedy = i % 2;
+  r.finish_reason = i % 3 == 0 ? "eos" : "length";
+  return r;
+}
+
+class ResultWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("tpbatch_h5_" + std::string(ti->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    path_ = (dir_ / "results.h5").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string error_of_open(const std::string& if_exists, const RunInfo& i) {
+    try {
+      ResultWriter::open(path_, if_exists, i);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "open succeeded";
+    return "";
+  }
+  void write_rows(const std::vector<int64_t>& which, int64_t total, bool finish) {
+    auto w = ResultWriter::open(path_, "overwrite", info(total));
+    for (int64_t i : which) w->write(row(i));
+    if (finish) w->finish(RunMetrics{});
+  }
+  fs::path dir_;
+  std::string path_;
+};
+
+}  // namespace
+
+TEST_F(ResultWriterTest, RoundTripRowsWrittenOutOfOrder) {
+  const int64_t n = 7;
+  {
+    auto w = ResultWriter::open(path_, "overwrite", info(n));
+    EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(n, 0));
+    for (int64_t i : {3, 0, 6}) w->write(row(i));
+    w->flush();
+    for (int64_t i : {5, 1, 4, 2}) w->write(row(i));
+    w->finish(RunMetrics{});
+  }
+  File f(path_);
+  auto ids = read_strings(f.id, "id");
+  auto texts = read_strings(f.id, "output_text");
+  auto reasons = read_strings(f.id, "finish_reason");
+  auto errors = read_strings(f.id, "error");
+  auto prompt = read_vlen<int32_t>(f.id, "prompt_tokens", H5T_NATIVE_INT32);
+  auto output = read_vlen<int32_t>(f.id, "output_tokens", H5T_NATIVE_INT32);
+  auto lps = read_vlen<float>(f.id, "output_logprobs", H5T_NATIVE_FLOAT);
+  auto sums = read_fixed<double>(f.id, "logprob_sum", H5T_NATIVE_DOUBLE);
+  auto greedy = read_fixed<uint8_t>(f.id, "is_greedy", H5T_NATIVE_UINT8);
+  auto done = read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8);
+  ASSERT_EQ(ids.size(), static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    RowResult e = row(i);
+    EXPECT_EQ(ids[i], e.id);
+    EXPECT_EQ(texts[i], e.output_text);
+    EXPECT_EQ(reasons[i], e.finish_reason);
+    EXPECT_EQ(errors[i], "");
+    EXPECT_EQ(prompt[i], e.prompt_tokens);
+    EXPECT_EQ(output[i], e.output_tokens);
+    EXPECT_EQ(lps[i], e.output_logprobs);
+    EXPECT_EQ(sums[i], e.logprob_sum);
+    EXPECT_EQ(greedy[i], e.is_greedy);
+    EXPECT_EQ(done[i], 1);
+  }
+  EXPECT_EQ(int_attr(f.id, "format_version"), 1);
+  EXPECT_EQ(str_attr(f.id, "tpbatch_version"), version());
+  EXPECT_EQ(str_attr(f.id, "model"), "models/tiny");
+  EXPECT_EQ(str_attr(f.id, "task"), "generate");
+  EXPECT_EQ(str_attr(f.id, "job_yaml"), info(n).job_yaml);
+  EXPECT_EQ(int_attr(f.id, "world_size"), 4);
+  EXPECT_EQ(int_attr(f.id, "tensor_parallel"), 2);
+  EXPECT_EQ(int_attr(f.id, "pipeline_parallel"), 1);
+  EXPECT_EQ(int_attr(f.id, "data_parallel"), 2);
+  EXPECT_EQ(int_attr(f.id, "num_rows"), n);
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+}
+
+TEST_F(ResultWriterTest, DatasetsAreExactlyTheContractsChunkedExtendible1D) {
+  write_rows({0, 1}, 3, false);
+  File f(path_);
+  H5G_info_t gi;
+  H5Gget_info(f.id, &gi);
+  EXPECT_EQ(gi.nlinks, 10u);  // the ten datasets; /metrics only after finish
+  for (const char* name : kDatasets) {
+    hid_t d = H5Dopen2(f.id, name, H5P_DEFAULT);
+    ASSERT_GE(d, 0) << name;
+    hid_t s = H5Dget_space(d);
+    EXPECT_EQ(H5Sget_simple_extent_ndims(s), 1) << name;
+    hsize_t n = 0, max = 0;
+    H5Sget_simple_extent_dims(s, &n, &max);
+    EXPECT_EQ(n, 3u) << name;
+    EXPECT_EQ(max, H5S_UNLIMITED) << name;
+    hid_t p = H5Dget_create_plist(d);
+    EXPECT_EQ(H5Pget_layout(p), H5D_CHUNKED) << name;
+    H5Pclose(p);
+    H5Sclose(s);
+    H5Dclose(d);
+  }
+}
+
+TEST_F(ResultWriterTest, DatasetTypesMatchContract) {
+  write_rows({0}, 1, true);
+  File f(path_);
+  auto type_of = [&](const char* name) {
+    hid_t d = H5Dopen2(f.id, name, H5P_DEFAULT);
+    hid_t t = H5Dget_type(d);
+    H5Dclose(d);
+    return t;
+  };
+  for (const char* name : {"id", "output_text", "finish_reason", "error"}) {
+    hid_t t = type_of(name);
+    EXPECT_EQ(H5Tget_class(t), H5T_STRING) << name;
+    EXPECT_GT(H5Tis_variable_str(t), 0) << name;
+    EXPECT_EQ(H5Tget_cset(t), H5T_CSET_UTF8) << name;
+    H5Tclose(t);
+  }
+  for (auto [name, base] : {std::pair{"prompt_tokens", H5T_STD_I32LE}, std::pair{"output_tokens", H5T_STD_I32LE},
+                            std::pair{"output_logprobs", H5T_IEEE_F32LE}}) {
+    hid_t t = type_of(name);
+    EXPECT_EQ(H5Tget_class(t), H5T_VLEN) << name;
+    hid_t super = H5Tget_super(t);
+    EXPECT_GT(H5Tequal(super, base), 0) << name;
+    H5Tclose(super);
+    H5Tclose(t);
+  }
+  for (auto [name, base] : {std::pair{"done", H5T_STD_U8LE}, std::pair{"is_greedy", H5T_STD_U8LE},
+                            std::pair{"logprob_sum", H5T_IEEE_F64LE}}) {
+    hid_t t = type_of(name);
+    EXPECT_GT(H5Tequal(t, base), 0) << name;
+    H5Tclose(t);
+  }
+}
+
+TEST_F(ResultWriterTest, ZeroRowFileIsValid) {
+  {
+    auto w = ResultWriter::open(path_, "overwrite", info(0));
+    EXPECT_TRUE(w->done_rows().empty());
+    w->finish(RunMetrics{});
+  }
+  File f(path_);
+  for (const char* name : kDatasets) {
+    ASSERT_GT(H5Lexists(f.id, name, H5P_DEFAULT), 0) << name;
+    EXPECT_EQ(rows_of(f.id, name), 0u) << name;
+  }
+  EXPECT_EQ(int_attr(f.id, "num_rows"), 0);
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+}
+
+TEST_F(ResultWriterTest, IfExistsFailLeavesFileUntouched) {
+  write_rows({0, 1}, 2, true);
+  std::ifstream in(path_, std::ios::binary);
+  std::string before((std::istreambuf_iterator<char>(in)), {});
+  auto mtime = fs::last_write_time(path_);
+  EXPECT_EQ(error_of_open("fail", info(2)), "output '" + path_ + "' exists (output.if_exists: fail)");
+  std::ifstream in2(path_, std::ios::binary);
+  std::string after((std::istreambuf_iterator<char>(in2)), {});
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(fs::last_write_time(path_), mtime);
+}
+
+TEST_F(ResultWriterTest, IfExistsFailCreatesAbsentFile) {
+  ResultWriter::open(path_, "fail", info(1))->finish(RunMetrics{});
+  EXPECT_TRUE(fs::exists(path_));
+}
+
+TEST_F(ResultWriterTest, OverwriteTruncates) {
+  write_rows({0, 1}, 2, true);
+  auto w = ResultWriter::open(path_, "overwrite", info(3));
+  EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(3, 0));
+}
+
+TEST_F(ResultWriterTest, ResumeReportsDoneRows) {
+  write_rows({0, 2}, 4, false);  // killed before finish: the writer's destructor flushed
+  auto w = ResultWriter::open(path_, "resume", info(4));
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1, 0}));
+  w->write(row(1));
+  w->write(row(3));
+  w->finish(RunMetrics{});
+  File f(path_);
+  EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{1, 1, 1, 1}));
+  EXPECT_EQ(read_strings(f.id, "id"), (std::vector<std::string>{"id-0", "id-1", "id-2", "id-3"}));
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+}
+
+TEST_F(ResultWriterTest, ResumeCreatesAbsentFile) {
+  auto w = ResultWriter::open(path_, "resume", info(2));
+  EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(2, 0));
+  EXPECT_TRUE(fs::exists(path_));
+}
+
+TEST_F(ResultWriterTest, ResumeRefusesDifferentModel) {
+  write_rows({0}, 2, false);
+  RunInfo i = info(2);
+  i.model = "models/other";
+  std::string m = error_of_open("resume", i);
+  EXPECT_NE(m.find("model 'models/tiny'"), std::string::npos) << m;
+  EXPECT_NE(m.find(path_), std::string::npos) << m;
+}
+
+TEST_F(ResultWriterTest, ResumeRefusesDifferentTask) {
+  write_rows({0}, 2, false);
+  RunInfo i = info(2);
+  i.task = "score";
+  EXPECT_NE(error_of_open("resume", i).find("task 'generate'"), std::string::npos);
+}
+
+TEST_F(ResultWriterTest, ResumeRefusesDifferentRowCount) {
+  write_rows({0}, 2, false);
+  EXPECT_NE(error_of_open("resume", info(3)).find("holds 2 rows"), std::string::npos);
+}
+
+TEST_F(ResultWriterTest, ResumeRefusesDifferentSampling) {
+  write_rows({0}, 2, false);
+  RunInfo i = info(2);
+  i.job_yaml = "model: models/tiny\ntask: generate\nsampling:\n  temperature: 0.7\n";
+  std::string m = error_of_open("resume", i);
+  EXPECT_NE(m.find("sampling.temperature"), std::string::npos) << m;
+}
+
+TEST_F(ResultWriterTest, ResumeAllowsDifferentEngineLayoutAndIfExists) {
+  write_rows({0}, 2, false);
+  RunInfo i = info(2);
+  i.job_yaml = "model: models/tiny\ntask: generate\nsampling:\n  temperature: 0.0\nengine:\n  max_seqs: 8\n"
+               "parallel:\n  tensor: 4\noutput:\n  if_exists: overwrite\n";
+  i.world_size = 8;
+  i.tensor_parallel = 4;
+  auto w = ResultWriter::open(path_, "resume", i);
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0}));
+  w.reset();
+  File f(path_);
+  EXPECT_EQ(int_attr(f.id, "world_size"), 8);
+  EXPECT_EQ(str_attr(f.id, "job_yaml"), i.job_yaml);
+}
+
+TEST_F(ResultWriterTest, ResumeRejectsFileThatIsNotResults) {
+  std::ofstream(path_) << "not hdf5\n";
+  std::string m = error_of_open("resume", info(2));
+  EXPECT_NE(m.find(path_), std::string::npos) << m;
+  EXPECT_NE(m.find("not an HDF5 file"), std::string::npos) << m;
+  hid_t f = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  H5Fclose(f);
+  EXPECT_NE(error_of_open("resume", info(2)).find("not a tpbatch results file"), std::string::npos);
+}
+
+TEST_F(ResultWriterTest, FinishSetsCompleteAndMetrics) {
+  auto w = ResultWriter::open(path_, "overwrite", info(1));
+  {
+    File f0(path_);
+    EXPECT_EQ(int_attr(f0.id, "complete"), 0);
+  }
+  w->write(row(0));
+  RunMetrics m;
+  m.wall_seconds = 2.5;
+  m.prompt_tokens = 100;
+  m.output_tokens = 50;
+  m.output_tokens_per_second = 20;
+  m.total_tokens_per_second = 60;
+  m.ttft_p50 = 0.1, m.ttft_p90 = 0.2, m.ttft_p99 = 0.3;
+  m.tpot_p50 = 0.01, m.tpot_p90 = 0.02, m.tpot_p99 = 0.03;
+  w->finish(m);
+  File f(path_);
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+  hid_t g = H5Gopen2(f.id, "metrics", H5P_DEFAULT);
+  ASSERT_GE(g, 0);
+  EXPECT_EQ(double_attr(g, "wall_seconds"), 2.5);
+  EXPECT_EQ(int_attr(g, "prompt_tokens"), 100);
+  EXPECT_EQ(int_attr(g, "output_tokens"), 50);
+  EXPECT_EQ(double_attr(g, "output_tokens_per_second"), 20);
+  EXPECT_EQ(double_attr(g, "total_tokens_per_second"), 60);
+  EXPECT_EQ(double_attr(g, "ttft_p50_seconds"), 0.1);
+  EXPECT_EQ(double_attr(g, "ttft_p99_seconds"), 0.3);
+  EXPECT_EQ(double_attr(g, "tpot_p90_seconds"), 0.02);
+  H5Gclose(g);
+}
+
+TEST_F(ResultWriterTest, FinishWithMissingRowsLeavesIncomplete) {
+  write_rows({0}, 2, true);
+  File f(path_);
+  EXPECT_EQ(int_attr(f.id, "complete"), 0);
+}
+
+TEST_F(ResultWriterTest, InvalidUtf8StoredAsReplacementCharacter) {
+  auto w = ResultWriter::open(path_, "overwrite", info(1));
+  RowResult r = row(0);
+  r.output_text = "ab\xFF";
+  w->write(r);
+  w->finish(RunMetrics{});
+  File f(path_);
+  EXPECT_EQ(read_strings(f.id, "output_text")[0], "ab\xEF\xBF\xBD");
+}
+
+TEST_F(ResultWriterTest, UnknownIfExistsRejected) {
+  EXPECT_NE(error_of_open("append", info(1)).find("output.if_exists"), std::string::npos);
+}
+
+TEST_F(ResultWriterTest, ManyRowsWrittenInBatches) {
+  const int64_t n = 100000;
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  // Rows finish roughly in order, a few hundred out of place.
+  std::mt19937 rng(1);
+  for (int64_t i = 0; i + 64 < n; i += 64) std::shuffle(order.begin() + i, order.begin() + i + 64, rng);
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    auto w = ResultWriter::open(path_, "overwrite", info(n));
+    for (int64_t i : order) w->write(row(i));
+    w->finish(RunMetrics{});
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 30.0);
+  File f(path_);
+  auto done = read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8);
+  EXPECT_EQ(std::count(done.begin(), done.end(), 1), n);
+  auto ids = read_strings(f.id, "id");
+  EXPECT_EQ(ids[n - 1], "id-" + std::to_string(n - 1));
+  EXPECT_EQ(ids[12345], "id-12345");
+}
+
+TEST_F(ResultWriterTest, InspectPrintsSummary) {
+  {
+    auto w = ResultWriter::open(path_, "overwrite", info(3));
+    w->write(row(0));
+    RowResult bad;
+    bad.index = 1;
+    bad.id = "q-bad";
+    bad.finish_reason = "error";
+    bad.error = "input line 2: not valid JSON (x)";
+    w->write(bad);
+    RunMetrics m;
+    m.wall_seconds = 4;
+    m.output_tokens_per_second = 12.5;
+    m.total_tokens_per_second = 30;
+    w->finish(m);
+  }
+  std::ostringstream out;
+  inspect_results(path_, out);
+  std::string s = out.str();
+  for (const char* want : {"models/tiny", "generate", "world 4 = tensor 2 x pipeline 1 x data 2", "2 / 3 done",
+                           "complete    no", "errors      1 row", "q-bad", "input line 2: not valid JSON",
+                           "prompt 2, output 0", "4.00 s", "12.5 output tokens/s", "eos 1", "error 1"})
+    EXPECT_NE(s.find(want), std::string::npos) << "missing '" << want << "' in:\n" << s;
+}
+
+TEST_F(ResultWriterTest, InspectMissingFileNamed) {
+  std::ostringstream out;
+  try {
+    inspect_results(path_, out);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path_), std::string::npos);
+  }
+}
