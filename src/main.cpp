@@ -1,5 +1,6 @@
 // tpbatch: an MPI-launched batch inference job runner.
 //   tpbatch JOB.yaml | tpbatch run JOB.yaml [--set KEY=VALUE ...]
+//   tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--json]
 //   tpbatch inspect RESULTS.h5
 //   tpbatch make-model DIR [--preset tiny|125m|8b ...]
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "io/result_writer.h"
+#include "plan/plan_command.h"
 #include "tools/make_model.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +37,22 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run a job (also: tpbatch JOB.yaml)");
   run->add_option("job", job_path, "job file (YAML)")->required();
   run->add_option("--set", sets, "override a job key: --set parallel.tensor=4 (repeatable)");
+
+  PlanOptions po;
+  auto* plan = app.add_subcommand("plan", "per-rank memory ledger and recommended layouts (no MPI, no weights)");
+  plan->add_option("job", po.job_path, "job file (YAML)")->required();
+  plan->add_option("--set", po.sets, "override a job key (repeatable)");
+  plan->add_option("--world-size", po.world_size, "ranks (default: tensor x pipeline of the job)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--ranks-per-node", po.ranks_per_node, "ranks per node (default: job's, else world size)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--device-memory", po.device_memory_gib, "memory per rank in GiB (default: CPU MemAvailable)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--row-tokens", po.row_tokens, "tokens of one row (default: min(max_pos, 1024 + max_new_tokens))")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--alpha-us", po.alpha_us, "allreduce latency in us")->check(CLI::NonNegativeNumber);
+  plan->add_option("--bandwidth-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s")->check(CLI::PositiveNumber);
+  plan->add_flag("--json", po.json, "print one JSON object");
 
   auto* inspect = app.add_subcommand("inspect", "summarize a results file");
   inspect->add_option("results", results_path, "results file (HDF5)")->required();
@@ -71,6 +89,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) return run_job(job_path, sets);
+    if (*plan) return run_plan(po, std::cout);
     if (*inspect) {
       inspect_results(results_path, std::cout);
       return kExitOk;

@@ -53,7 +53,8 @@ int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& to
   const int64_t bs = job.engine.block_size;
   int64_t tokens = job.engine.kv_cache_tokens;
   if (tokens <= 0) {
-    const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor) / topo.layout.pipeline;
+    const Range layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
+    const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor, layers.size());
     const double budget = static_cast<double>(mem_available_bytes()) * job.engine.memory_utilization / topo.local_size;
     tokens = std::min<int64_t>(static_cast<int64_t>(budget / per_token), job.engine.max_seqs * cfg.max_position_embeddings);
   }
@@ -118,7 +119,9 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     ShardPlacement place;
     place.tensor = topo.layout.tensor;
     place.tp_rank = topo.coords.tp;
-    place.layers = Range{0, cfg.num_layers};
+    place.layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
+    place.has_embedding = topo.coords.pp == 0;
+    place.has_lm_head = topo.coords.pp == topo.layout.pipeline - 1;
     LlamaShard shard = load_llama_shard(cfg, weights, place);
     weights.drop_page_cache();
     runner.emplace(std::move(shard), *backend, *topo.tp, kv_blocks(job, cfg, topo), job.engine.block_size);
@@ -139,7 +142,8 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
                    "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank); max concurrency %.1f "
                    "for %lld-token rows\n",
                    static_cast<long long>(kv_tokens),
-                   static_cast<long long>(ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor)),
+                   static_cast<long long>(ModelRunner::kv_bytes_per_token(
+                       cfg, topo.layout.tensor, layers_of_stage(cfg.num_layers, topo.layout.pipeline, 0).size())),
                    static_cast<double>(kv_tokens) / static_cast<double>(cfg.max_position_embeddings),
                    static_cast<long long>(cfg.max_position_embeddings));
       std::fflush(stderr);
@@ -147,6 +151,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   }
 
   // 4. Run. From here on a failure on any rank aborts every rank (no rank may hang).
+  ReplicaStats stats;
   try {
     MPI_Comm control;
     MPI_Comm_dup(MPI_COMM_WORLD, &control);
@@ -155,24 +160,24 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       std::vector<uint8_t> done = writer->done_rows();
       int64_t already = 0;
       for (uint8_t d : done) already += d;
-      Progress resumed(num_rows, already, job.engine.progress_interval, stderr);
-      RowDispatcher dispatcher(job.input.path, done, *writer, resumed, control, replicas - 1);
+      Progress progress(num_rows, already, job.engine.progress_interval, stderr);
+      RowDispatcher dispatcher(job.input.path, done, *writer, progress, control, replicas - 1);
       auto source = make_local_work_source(dispatcher);
-      const ReplicaStats stats = run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
-      std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, %.2fs in steps, preemptions: %lld\n",
-                   static_cast<long long>(stats.steps), stats.step_seconds, static_cast<long long>(stats.preemptions));
+      stats = run_replica_leader(job, *tokenizer, *runner, topo, *source);
+      std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld\n", static_cast<long long>(stats.steps),
+                   static_cast<long long>(stats.preemptions));
       for (const auto& [name, st] : topo.tp->stats())
         std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
                      name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
                      stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
       while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
-      resumed.print_final();
-      writer->finish(resumed.metrics());
+      progress.print_final();
+      writer->finish(progress.metrics());
     } else if (topo.is_replica_leader()) {
       auto source = make_remote_work_source(control);
-      run_replica_leader(job, *tokenizer, *runner, *topo.replica, *source);
+      stats = run_replica_leader(job, *tokenizer, *runner, topo, *source);
     } else {
-      run_replica_worker(*runner, *topo.replica);
+      stats = run_replica_worker(*runner, topo);
     }
     MPI_Comm_free(&control);
   } catch (const Error& e) {
@@ -183,6 +188,18 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", world_rank, e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+  }
+  // Pipeline busy fraction per stage of replica 0: how much of the run each stage computed.
+  if (topo.layout.pipeline > 1) {
+    std::vector<double> busy(static_cast<size_t>(world_size));
+    const double mine = stats.busy_fraction();
+    MPI_Gather(&mine, 1, MPI_DOUBLE, busy.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (log) {
+      std::fprintf(stderr, "[tpbatch] pipeline busy fraction per stage (replica 0):");
+      for (int p = 0; p < topo.layout.pipeline; ++p)
+        std::fprintf(stderr, " stage %d %.2f", p, busy[static_cast<size_t>(world_rank_of(topo.layout, RankCoords{0, p, 0}))]);
+      std::fprintf(stderr, "\n");
+    }
   }
   runner.reset();
   topo = Topology{};

@@ -1,11 +1,16 @@
 #include "engine/replica.h"
 
+#include <mpi.h>
+
 #include <chrono>
+#include <cstring>
+#include <deque>
 #include <numeric>
 
 #include "common/error.h"
 #include "engine/scheduler.h"
 #include "io/input_row.h"
+#include "topology/topology.h"
 
 namespace tpbatch {
 namespace {
@@ -118,22 +123,125 @@ class RowAdmitter {
   const ModelConfig& cfg_;
 };
 
-void broadcast_step(Communicator& replica, const StepInputs* step) {
-  if (replica.size() == 1) return;
-  std::string bytes = step ? step->serialize() : std::string();
-  int64_t header[2] = {step ? kStep : kStop, static_cast<int64_t>(bytes.size())};
-  replica.broadcast(header, sizeof header, 0);
-  if (step) replica.broadcast(bytes.data(), bytes.size(), 0);
-}
+// A step travels to the replica's ranks without any replica-wide collective, so pipeline stages
+// overlap: the leader broadcasts it inside stage 0's TP group, and each stage's rank t passes it,
+// with the hidden state, to rank t of the next stage. The last stage's TP rank 0 returns the logits.
+class StepPipe {
+ public:
+  StepPipe(const Topology& topo, ModelRunner& runner)
+      : topo_(topo), runner_(runner), hidden_size_(runner.shard().config.hidden_size) {}
+  ~StepPipe() { complete_sends(0); }
+
+  int stages() const { return topo_.layout.pipeline; }
+  int stage() const { return topo_.coords.pp; }
+  bool last_stage() const { return stage() == stages() - 1; }
+
+  // Stage 0: the leader's step reaches its TP peers (step == nullptr on the leader = stop).
+  bool tp_broadcast(StepInputs* step, StepInputs& received) {
+    Communicator& tp = *topo_.tp;
+    if (tp.size() == 1) return step != nullptr;
+    int64_t header[2] = {step ? kStep : kStop, 0};
+    std::string bytes;
+    if (tp.rank() == 0 && step) {
+      bytes = step->serialize();
+      header[1] = static_cast<int64_t>(bytes.size());
+    }
+    tp.broadcast(header, sizeof header, 0);
+    if (header[0] == kStop) return false;
+    bytes.resize(static_cast<size_t>(header[1]));
+    tp.broadcast(bytes.data(), bytes.size(), 0);
+    if (tp.rank() != 0) received = StepInputs::deserialize(bytes);
+    return true;
+  }
+
+  // Sends the step and this stage's output hidden state (step == nullptr: a stop) to the next stage.
+  void send_next(const StepInputs* step) {
+    std::string bytes = step ? step->serialize() : std::string();
+    const int64_t floats = step ? step->rows() * hidden_size_ : 0;
+    const int64_t header[3] = {step ? kStep : kStop, static_cast<int64_t>(bytes.size()), floats};
+    complete_sends(2 * static_cast<size_t>(stages()));
+    sends_.emplace_back();
+    Pending& p = sends_.back();
+    p.bytes.reserve(sizeof header + bytes.size() + floats * sizeof(float));
+    p.bytes.append(reinterpret_cast<const char*>(header), sizeof header);
+    p.bytes.append(bytes);
+    if (floats) p.bytes.append(reinterpret_cast<const char*>(runner_.hidden()), floats * sizeof(float));
+    MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, stage() + 1, kStageTag, topo_.pp->comm(),
+              &p.request);
+  }
+
+  // Receives the previous stage's message: the step, and the hidden state into the runner.
+  bool recv_prev(StepInputs& step) {
+    receive(stage() - 1, kStageTag);
+    int64_t header[3];
+    std::memcpy(header, buffer_.data(), sizeof header);
+    if (header[0] == kStop) return false;
+    step = StepInputs::deserialize(buffer_.substr(sizeof header, static_cast<size_t>(header[1])));
+    std::memcpy(runner_.hidden_input(step.rows()), buffer_.data() + sizeof header + header[1],
+                static_cast<size_t>(header[2]) * sizeof(float));
+    return true;
+  }
+
+  // Last stage's TP rank 0 -> the leader (stage 0's TP rank 0).
+  void send_results(const std::vector<LogitResult>& results, const std::vector<float>& full) {
+    std::string m;
+    const int64_t header[2] = {static_cast<int64_t>(results.size()), static_cast<int64_t>(full.size())};
+    m.append(reinterpret_cast<const char*>(header), sizeof header);
+    m.append(reinterpret_cast<const char*>(results.data()), results.size() * sizeof(LogitResult));
+    m.append(reinterpret_cast<const char*>(full.data()), full.size() * sizeof(float));
+    MPI_Send(m.data(), static_cast<int>(m.size()), MPI_BYTE, 0, kResultTag, topo_.pp->comm());
+  }
+
+  void recv_results(std::vector<LogitResult>& results, std::vector<float>& full) {
+    receive(stages() - 1, kResultTag);
+    int64_t header[2];
+    std::memcpy(header, buffer_.data(), sizeof header);
+    results.resize(static_cast<size_t>(header[0]));
+    full.resize(static_cast<size_t>(header[1]));
+    const char* at = buffer_.data() + sizeof header;
+    std::memcpy(results.data(), at, results.size() * sizeof(LogitResult));
+    std::memcpy(full.data(), at + results.size() * sizeof(LogitResult), full.size() * sizeof(float));
+  }
+
+  void complete_sends(size_t keep) {
+    while (sends_.size() > keep) {
+      MPI_Wait(&sends_.front().request, MPI_STATUS_IGNORE);
+      sends_.pop_front();
+    }
+  }
+
+ private:
+  static constexpr int kStageTag = 201, kResultTag = 202;
+  struct Pending {
+    std::string bytes;
+    MPI_Request request;
+  };
+  void receive(int source, int tag) {
+    MPI_Status st;
+    MPI_Probe(source, tag, topo_.pp->comm(), &st);
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    buffer_.resize(static_cast<size_t>(count));
+    MPI_Recv(buffer_.data(), count, MPI_BYTE, source, tag, topo_.pp->comm(), MPI_STATUS_IGNORE);
+  }
+
+  const Topology& topo_;
+  ModelRunner& runner_;
+  int64_t hidden_size_;
+  std::deque<Pending> sends_;  // buffers stay alive until their send completes
+  std::string buffer_;
+};
 
 }  // namespace
 
-ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelRunner& runner, Communicator& replica,
+ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelRunner& runner, const Topology& topo,
                                 WorkSource& source) {
   const ModelConfig& cfg = runner.shard().config;
+  const int stages = topo.layout.pipeline;
   KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size);
-  Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens}, allocator);
+  Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages}, allocator);
   RowAdmitter admitter(job, tok, cfg);
+  StepPipe pipe(topo, runner);
   ReplicaStats stats;
   const size_t lookahead = static_cast<size_t>(std::max<int64_t>(job.engine.lookahead, job.engine.max_seqs));
   bool more_input = true;
@@ -141,6 +249,9 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   std::vector<RowResult> immediate;
   std::vector<LogitResult> results;
   std::vector<float> full_logits;
+  StepInputs unused;
+  const auto start = Clock::now();
+  double busy = 0.0;
 
   auto emit_finished = [&] {
     for (auto& r : immediate) source.submit(r);
@@ -151,47 +262,81 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   for (;;) {
     if (more_input && scheduler.num_waiting() < lookahead) {
       items.clear();
-      more_input = source.take(items, lookahead - scheduler.num_waiting(), scheduler.idle());
+      const bool wait = scheduler.idle() && scheduler.steps_in_flight() == 0;
+      more_input = source.take(items, lookahead - scheduler.num_waiting(), wait);
       for (const WorkItem& item : items)
         if (auto seq = admitter.admit(item, immediate)) scheduler.add(std::move(seq));
     }
     emit_finished();
     source.poll();
-    if (scheduler.idle()) {
-      if (!more_input) break;
+    // Keep up to one step per stage in flight, so every stage has work (micro-batching).
+    bool launched = false;
+    while (scheduler.steps_in_flight() < static_cast<size_t>(stages)) {
+      StepInputs step = scheduler.schedule();
+      if (step.rows() == 0) break;
+      const auto t0 = Clock::now();
+      pipe.tp_broadcast(&step, unused);
+      if (stages == 1) {
+        runner.step(step, results, full_logits);
+        scheduler.apply(results, full_logits, cfg.vocab_size);
+      } else {
+        runner.run_stage(step);
+        pipe.send_next(&step);
+      }
+      busy += std::chrono::duration<double>(Clock::now() - t0).count();
+      ++stats.steps;
+      launched = true;
+    }
+    if (scheduler.steps_in_flight() > 0) {
+      pipe.recv_results(results, full_logits);
+      scheduler.apply(results, full_logits, cfg.vocab_size);
       continue;
     }
-    StepInputs step = scheduler.schedule();
-    if (step.rows() == 0) continue;
-    const auto t0 = Clock::now();
-    broadcast_step(replica, &step);
-    runner.step(step, results, full_logits);
-    scheduler.apply(results, full_logits, cfg.vocab_size);
-    stats.step_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++stats.steps;
+    if (!launched && scheduler.idle() && !more_input) break;
   }
   emit_finished();
-  broadcast_step(replica, nullptr);
+  pipe.tp_broadcast(nullptr, unused);
+  if (stages > 1) pipe.send_next(nullptr);
+  pipe.complete_sends(0);
   source.close();
   stats.preemptions = scheduler.preemptions();
+  stats.step_seconds = busy;
+  stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (allocator.free_blocks() != allocator.num_blocks())
     throw Error("internal error: " + std::to_string(allocator.num_blocks() - allocator.free_blocks()) +
                 " KV blocks leaked after the job");
   return stats;
 }
 
-void run_replica_worker(ModelRunner& runner, Communicator& replica) {
+ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo) {
+  StepPipe pipe(topo, runner);
   std::vector<LogitResult> results;
   std::vector<float> full_logits;
-  std::string bytes;
+  StepInputs step;
+  ReplicaStats stats;
+  const auto start = Clock::now();
+  double busy = 0.0;
   for (;;) {
-    int64_t header[2] = {0, 0};
-    replica.broadcast(header, sizeof header, 0);
-    if (header[0] == kStop) return;
-    bytes.resize(static_cast<size_t>(header[1]));
-    replica.broadcast(bytes.data(), bytes.size(), 0);
-    runner.step(StepInputs::deserialize(bytes), results, full_logits);
+    const bool go = pipe.stage() == 0 ? pipe.tp_broadcast(nullptr, step) : pipe.recv_prev(step);
+    if (!go) {
+      if (!pipe.last_stage()) pipe.send_next(nullptr);
+      break;
+    }
+    const auto t0 = Clock::now();
+    runner.run_stage(step);
+    if (!pipe.last_stage()) {
+      pipe.send_next(&step);
+    } else {
+      runner.compute_logits(step, results, full_logits);
+      if (topo.coords.tp == 0) pipe.send_results(results, full_logits);
+    }
+    busy += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++stats.steps;
   }
+  pipe.complete_sends(0);
+  stats.step_seconds = busy;
+  stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return stats;
 }
 
 }  // namespace tpbatch

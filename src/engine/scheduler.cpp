@@ -31,15 +31,22 @@ void Scheduler::preempt(size_t i) {
   ++preemptions_;
 }
 
-bool Scheduler::reserve(Sequence& seq, int64_t tokens) {
+bool Scheduler::reserve(size_t index, int64_t tokens) {
+  Sequence& seq = *running_[index];
   while (!alloc_.grow(seq.blocks, tokens)) {
-    if (running_.back().get() == &seq) return false;  // nothing newer to evict
-    preempt(running_.size() - 1);
+    size_t victim = running_.size();  // the newest sequence after this one that is not in flight
+    for (size_t j = running_.size(); j-- > index + 1;)
+      if (!running_[j]->in_flight) {
+        victim = j;
+        break;
+      }
+    if (victim == running_.size()) return false;
+    preempt(victim);
   }
   return true;
 }
 
-void Scheduler::add_chunk(StepInputs& in, Sequence& s, int64_t n) {
+void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& s, int64_t n) {
   const int64_t row0 = in.rows(), p0 = s.num_computed;
   StepSeqSlice slice;
   slice.num_rows = n;
@@ -69,20 +76,29 @@ void Scheduler::add_chunk(StepInputs& in, Sequence& s, int64_t n) {
     e.num_requests = 1;
     e.samples = true;
   }
-  last_step_.push_back(e);
+  s.in_flight = true;
+  step.push_back(e);
 }
 
 StepInputs Scheduler::schedule() {
   StepInputs in;
-  last_step_.clear();
+  std::vector<Scheduled> step;
   int64_t budget = limits_.max_batch_tokens;
+  // Under PP the active sequences are split into one micro-batch per stage (as vLLM's virtual engines).
+  const int64_t active = std::min<int64_t>(limits_.max_seqs, static_cast<int64_t>(running_.size() + waiting_.size()));
+  const int64_t per_step = std::max<int64_t>(1, (active + limits_.pipeline_stages - 1) / limits_.pipeline_stages);
+  auto room = [&] { return budget > 0 && static_cast<int64_t>(step.size()) < per_step; };
+  bool any_in_flight = false;
+  for (const auto& s : running_) any_in_flight |= s->in_flight;
 
   // Running sequences first, oldest first: decodes take one token, prefills the next chunk.
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  for (size_t i = 0; i < running_.size() && room(); ++i) {
     Sequence& s = *running_[i];
+    if (s.in_flight) continue;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
-    if (!reserve(s, s.num_computed + n)) {
-      if (running_.size() == 1) {  // alone and still too big: the cache bounds its length
+    if (!reserve(i, s.num_computed + n)) {
+      if (any_in_flight) continue;  // blocks come back as steps in flight finish
+      if (running_.size() == 1) {   // alone and still too big: the cache bounds its length
         finish(s, "length");
         finished_.push_back(std::move(running_[i]));
         running_.clear();
@@ -91,19 +107,20 @@ StepInputs Scheduler::schedule() {
       preempt(i);
       break;
     }
-    add_chunk(in, s, n);
+    add_chunk(in, step, s, n);
     budget -= n;
   }
   // Then admit waiting sequences while blocks, sequence slots and token budget allow.
-  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_seqs && budget > 0) {
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_seqs && room()) {
     Sequence& s = *waiting_.front();
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
     if (!alloc_.grow(s.blocks, s.num_computed + n)) break;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    add_chunk(in, s, n);
+    add_chunk(in, step, s, n);
     budget -= n;
   }
+  if (!step.empty()) in_flight_.push_back(std::move(step));
   return in;
 }
 
@@ -147,8 +164,11 @@ void Scheduler::accept_token(Sequence& s, int32_t token, float logprob) {
 
 void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab) {
   size_t r = 0, f = 0;
-  for (const Scheduled& e : last_step_) {
+  const std::vector<Scheduled> step = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  for (const Scheduled& e : step) {
     Sequence& s = *e.seq;
+    s.in_flight = false;
     s.num_computed += e.num_rows;
     if (s.scoring) {
       for (int64_t i = 0; i < e.num_requests; ++i, ++r) {
@@ -173,14 +193,13 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
   }
   // Move finished sequences out of the running list, keeping admission order.
   for (auto it = running_.begin(); it != running_.end();) {
-    if (!(*it)->finish_reason.empty()) {
+    if (!(*it)->finish_reason.empty() && !(*it)->in_flight) {
       finished_.push_back(std::move(*it));
       it = running_.erase(it);
     } else {
       ++it;
     }
   }
-  last_step_.clear();
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::take_finished() {

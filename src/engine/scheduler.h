@@ -3,6 +3,8 @@
 // decoding sequence, then prefill chunks, then admits waiting sequences, all under max_seqs and
 // max_batch_tokens. When blocks run out, the newest running sequence is preempted and later
 // recomputed from its tokens, which gives the same KV and so the same results.
+// Under pipeline parallelism several steps are in flight at once: a sequence in an unfinished
+// step is neither scheduled again nor preempted until that step's results are applied.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -17,6 +19,7 @@ namespace tpbatch {
 struct SchedulerLimits {
   int64_t max_seqs = 64;
   int64_t max_batch_tokens = 4096;
+  int64_t pipeline_stages = 1;     // micro-batches: each step takes 1/stages of the active sequences
 };
 
 class Scheduler {
@@ -32,20 +35,23 @@ class Scheduler {
   // The next step; empty when nothing can run. Sequences that cannot fit the KV cache even alone
   // come back through take_finished() with an error.
   StepInputs schedule();
-  // Applies the step's logits: appends scores or sampled tokens, finishes sequences.
+  // Applies the logits of the oldest step in flight: appends scores or sampled tokens, finishes
+  // sequences.
   void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab);
   // Sequences finished since the last call (their blocks already released).
   std::vector<std::unique_ptr<Sequence>> take_finished();
 
- private:
   struct Scheduled {
     Sequence* seq;
     int64_t num_rows;
     int64_t num_requests;     // logits requests of this chunk, in step order
     bool samples;             // its (only) request picks the next token
   };
-  void add_chunk(StepInputs& in, Sequence& seq, int64_t n);
-  bool reserve(Sequence& seq, int64_t tokens);  // grows blocks, preempting newer sequences if needed
+  void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);
+  size_t steps_in_flight() const { return in_flight_.size(); }
+
+ private:
+  bool reserve(size_t index, int64_t tokens);  // grows blocks, preempting newer idle sequences if needed
   void preempt(size_t running_index);
   void finish(Sequence& seq, const char* reason);
   void accept_token(Sequence& seq, int32_t token, float logprob);
@@ -55,7 +61,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;   // admission order: oldest first
   std::vector<std::unique_ptr<Sequence>> finished_;
-  std::vector<Scheduled> last_step_;
+  std::deque<std::vector<Scheduled>> in_flight_;  // oldest step first
   int64_t preemptions_ = 0;
 };
 

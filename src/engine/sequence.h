@@ -25,6 +25,7 @@ struct Sequence {
 
   // Paged KV cache state.
   int64_t num_computed = 0;        // tokens whose K/V are in the cache
+  bool in_flight = false;          // in a pipeline step whose results have not come back
   std::vector<int32_t> blocks;
 
   // Results.

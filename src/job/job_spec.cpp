@@ -520,6 +520,12 @@ JobSpec load_job(const fs::path& job_yaml, const std::vector<std::string>& set_o
   if (!in) throw JobError("job file '" + job_yaml.string() + "' cannot be read");
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (ss.str().find('\0') != std::string::npos) {
+    std::string hint = job_yaml.extension() == ".h5" ? " (to summarize a results file: tpbatch inspect " +
+                                                           job_yaml.string() + ")"
+                                                     : "";
+    throw JobError("job file '" + job_yaml.string() + "' is not a YAML text file" + hint);
+  }
   return parse_job(ss.str(), set_overrides, job_yaml.parent_path(), job_yaml.string());
 }
 

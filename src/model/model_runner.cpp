@@ -41,20 +41,28 @@ ModelRunner::ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, i
 
 size_t ModelRunner::kv_cache_bytes() const { return 2 * kv_.floats_per_layer() * shard_.layers.size() * sizeof(float); }
 
-int64_t ModelRunner::kv_bytes_per_token(const ModelConfig& config, int tensor) {
+int64_t ModelRunner::kv_bytes_per_token(const ModelConfig& config, int tensor, int64_t layers) {
   const int64_t kv_heads = kv_heads_of_rank(config, tensor, 0).size();
-  return 2 * kv_heads * config.head_dim * static_cast<int64_t>(sizeof(float)) * config.num_layers;
+  return 2 * kv_heads * config.head_dim * static_cast<int64_t>(sizeof(float)) * layers;
 }
 
 void ModelRunner::step(const StepInputs& in, std::vector<LogitResult>& results, std::vector<float>& full_logits) {
+  run_stage(in);
+  compute_logits(in, results, full_logits);
+}
+
+float* ModelRunner::hidden_input(int64_t rows) { return sized(x_, rows * shard_.config.hidden_size); }
+
+void ModelRunner::run_stage(const StepInputs& in) {
   const int64_t rows = in.rows(), H = shard_.config.hidden_size;
   float* x = sized(x_, rows * H);
-  be_.embedding(in.tokens.data(), rows, shard_.embedding.data(), shard_.vocab_range.begin, shard_.vocab_range.end, H,
-                x);
-  tp_.allreduce_sum(x, rows * H);  // VocabParallelEmbedding: each row came from exactly one shard
+  if (first_stage()) {
+    be_.embedding(in.tokens.data(), rows, shard_.embedding.data(), shard_.vocab_range.begin, shard_.vocab_range.end,
+                  H, x);
+    tp_.allreduce_sum(x, rows * H);  // VocabParallelEmbedding: each row came from exactly one shard
+  }
   const std::vector<AttentionSeq> seqs = in.attention_seqs();
   for (size_t l = 0; l < shard_.layers.size(); ++l) layer_forward(l, rows, seqs);
-  lm_head(in, results, full_logits);
 }
 
 void ModelRunner::layer_forward(size_t l, int64_t rows, const std::vector<AttentionSeq>& seqs) {
@@ -96,7 +104,8 @@ void ModelRunner::layer_forward(size_t l, int64_t rows, const std::vector<Attent
   be_.add(x, proj, rows * H);
 }
 
-void ModelRunner::lm_head(const StepInputs& in, std::vector<LogitResult>& results, std::vector<float>& full_logits) {
+void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
+                                 std::vector<float>& full_logits) {
   const ModelConfig& c = shard_.config;
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const int64_t v0 = shard_.vocab_range.begin, vn = shard_.vocab_range.size(), vmax = shard_.vocab_shard_max;

@@ -74,7 +74,38 @@ BpeModel BpeModel::from_json(const Json& model, const JsonPath& at) {
       m.merges_[pair_key(*ia, *ib)] = MergeValue{static_cast<int32_t>(i), *in};
     }
   }
+  // Can a word be cut before a "▁" that follows another character? Only if no merge can
+  // ever join across that point: no token has the metaspace right after a different character.
+  static constexpr std::string_view kMeta = "\xE2\x96\x81";
+  m.split_before_metaspace_ = !m.ignore_merges_ && m.continuing_subword_prefix_.empty() &&
+                              m.end_of_word_suffix_.empty() && m.vocab_.count(kMeta) > 0;
+  for (auto it = m.vocab_.begin(); m.split_before_metaspace_ && it != m.vocab_.end(); ++it) {
+    const std::string& t = it->first;
+    for (size_t pos = t.find(kMeta, 1); pos != std::string::npos; pos = t.find(kMeta, pos + 1)) {
+      if (pos < kMeta.size() || t.compare(pos - kMeta.size(), kMeta.size(), kMeta) != 0) {
+        m.split_before_metaspace_ = false;
+        break;
+      }
+    }
+  }
   return m;
+}
+
+std::vector<std::string_view> BpeModel::independent_parts(std::string_view word) const {
+  std::vector<std::string_view> parts;
+  if (!split_before_metaspace_ || word.size() < 64) {
+    parts.push_back(word);
+    return parts;
+  }
+  static constexpr std::string_view kMeta = "\xE2\x96\x81";
+  size_t start = 0;
+  for (size_t pos = word.find(kMeta, 1); pos != std::string_view::npos; pos = word.find(kMeta, pos + 1)) {
+    if (pos >= kMeta.size() && word.compare(pos - kMeta.size(), kMeta.size(), kMeta) == 0) continue;
+    parts.push_back(word.substr(start, pos - start));
+    start = pos;
+  }
+  parts.push_back(word.substr(start));
+  return parts;
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {

@@ -21,6 +21,12 @@ class BpeModel {
   // Appends the ids of one pre-token.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;
 
+  // Cuts a pre-token into parts that tokenize independently: the ids of the word are the ids of
+  // the parts, in order. SentencePiece-style vocabularies (no pre-tokenizer, the whole text is
+  // one word) are cut before each "▁" that follows another character, which is exact when
+  // no token has "▁" after another character (checked at load). Otherwise the word itself.
+  std::vector<std::string_view> independent_parts(std::string_view word) const;
+
   const Vocab& vocab() const { return vocab_; }
 
  private:
@@ -40,6 +46,7 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
+  bool split_before_metaspace_ = false;
   int32_t byte_ids_[256];  // id of "<0xNN>", or -1
 };
 

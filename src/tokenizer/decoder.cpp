@@ -135,6 +135,7 @@ class MetaspaceDecoder : public Decoder {
 }  // namespace
 
 std::unique_ptr<Decoder> make_decoder(const Json& v, const JsonPath& at) {
+  at.check_depth();
   const std::string type = get_string(v, "type", at);
   if (type == "Sequence") {
     auto seq = std::make_unique<SequenceDecoder>();

@@ -19,19 +19,21 @@ void HfTokenizer::encode_text(
     pieces.push_back({norm.substr(seg.start, seg.end - seg.start), at_input_start && seg.start == 0});
     if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
     for (const PreToken& p : pieces) {
-      if (p.text.size() > kMaxCachedPiece) {
-        model->tokenize(p.text, out);
-        continue;
+      for (std::string_view part : model->independent_parts(p.text)) {
+        if (part.size() > kMaxCachedPiece) {
+          model->tokenize(part, out);
+          continue;
+        }
+        auto hit = cache.find(part);
+        if (hit != cache.end()) {
+          out.insert(out.end(), hit->second.begin(), hit->second.end());
+          continue;
+        }
+        std::vector<int32_t> ids;
+        model->tokenize(part, ids);
+        out.insert(out.end(), ids.begin(), ids.end());
+        cache.emplace(std::string(part), std::move(ids));
       }
-      auto hit = cache.find(std::string_view(p.text));
-      if (hit != cache.end()) {
-        out.insert(out.end(), hit->second.begin(), hit->second.end());
-        continue;
-      }
-      std::vector<int32_t> ids;
-      model->tokenize(p.text, ids);
-      out.insert(out.end(), ids.begin(), ids.end());
-      cache.emplace(p.text, std::move(ids));
     }
   }
 }

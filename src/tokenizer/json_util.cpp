@@ -1,5 +1,7 @@
 #include "tokenizer/json_util.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "tokenizer/utf8.h"
 
@@ -7,6 +9,10 @@ namespace tpbatch::tok {
 
 void JsonPath::fail(const std::string& what) const {
   throw Error(*label + ": " + (path.empty() ? "" : path + " ") + what);
+}
+
+void JsonPath::check_depth() const {
+  if (std::count(path.begin(), path.end(), '.') > 32) fail("nests components too deeply");
 }
 
 const Json* member(const Json& obj, const char* key, const JsonPath& at) {

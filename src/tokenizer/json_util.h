@@ -18,6 +18,8 @@ struct JsonPath {
   JsonPath child(const std::string& key) const { return {label, path.empty() ? key : path + "." + key}; }
   JsonPath index(size_t i) const { return {label, path + "[" + std::to_string(i) + "]"}; }
   [[noreturn]] void fail(const std::string& what) const;
+  // Fails when components nest deeper than a real file ever does (guards the recursion).
+  void check_depth() const;
 };
 
 // The member, or nullptr when absent or null. Fails when `obj` is not an object.

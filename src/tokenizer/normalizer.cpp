@@ -142,6 +142,7 @@ const icu::Normalizer2* icu_normalizer(const std::string& type) {
 }  // namespace
 
 std::unique_ptr<Normalizer> make_normalizer(const Json& v, const JsonPath& at) {
+  at.check_depth();
   const std::string type = get_string(v, "type", at);
   if (type == "Sequence") {
     auto seq = std::make_unique<SequenceNormalizer>();

@@ -3,6 +3,8 @@
 #include <map>
 #include <string>
 
+#include "tokenizer/vocab.h"
+
 namespace tpbatch::tok {
 
 namespace {
@@ -41,7 +43,7 @@ class TemplatePostProcessor : public PostProcessor {
 };
 
 int32_t checked_id(int64_t v, const JsonPath& at) {
-  if (v < 0 || v > (int64_t{1} << 24)) at.fail("id " + std::to_string(v) + " is out of range");
+  if (v < 0 || v > kMaxTokenId) at.fail("id " + std::to_string(v) + " is out of range");
   return static_cast<int32_t>(v);
 }
 
@@ -115,6 +117,7 @@ std::unique_ptr<PostProcessor> make_cls_sep(const Json& v, const JsonPath& at) {
 }  // namespace
 
 std::unique_ptr<PostProcessor> make_post_processor(const Json& v, const JsonPath& at) {
+  at.check_depth();
   const std::string type = get_string(v, "type", at);
   if (type == "Sequence") {
     auto seq = std::make_unique<SequencePostProcessor>();

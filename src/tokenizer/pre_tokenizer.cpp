@@ -186,6 +186,7 @@ class SequencePreTokenizer : public PreTokenizer {
 }  // namespace
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& v, const JsonPath& at) {
+  at.check_depth();
   const std::string type = get_string(v, "type", at);
   const std::string where = *at.label + ": " + at.path;
   if (type == "Sequence") {

@@ -16,6 +16,6 @@ struct StringHash {
 using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 // Ids must lie in [0, kMaxTokenId].
-inline constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;  // real vocabularies are < 1M
 
 }  // namespace tpbatch::tok

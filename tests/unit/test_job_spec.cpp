@@ -341,3 +341,16 @@ TEST_F(JobSpecTest, EffectiveYamlHasEveryKeyWithDefaults) {
   EXPECT_EQ(n["output"]["if_exists"].as<std::string>(), "resume");
   EXPECT_EQ(n["parallel"]["ranks_per_node"].as<int>(), 0);
 }
+
+TEST_F(JobSpecTest, BinaryJobFileRejected) {
+  std::ofstream(dir_ / "r.h5", std::ios::binary) << std::string("\x89HDF\r\n\x1a\n\0\0", 10);
+  try {
+    load_job(dir_ / "r.h5", {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("is not a YAML text file (to summarize a results file: tpbatch inspect"),
+              std::string::npos)
+        << e.what();
+  }
+}

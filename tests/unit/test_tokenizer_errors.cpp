@@ -93,6 +93,20 @@ TEST(TokenizerErrors, WrongValueTypesAreErrorsNotCrashes) {
   }
 }
 
+TEST(TokenizerErrors, DeeplyNestedComponentsAreAnErrorNotAStackOverflow) {
+  std::string n = R"({"type": "NFC"})";
+  std::string open, close;
+  for (int k = 0; k < 100000; ++k) {
+    open += R"({"type": "Sequence", "normalizers": [)";
+    close += "]}";
+  }
+  std::string j = tiny().dump();
+  j.pop_back();  // the closing brace
+  j += R"(, "normalizer": )" + open + n + close + "}";
+  const std::string msg = error_of(j);
+  EXPECT_NE(msg.find("too deeply"), std::string::npos) << msg.substr(0, 200);
+}
+
 TEST(TokenizerErrors, LoadOfMissingFileNamesIt) {
   try {
     Tokenizer::load("/nonexistent/dir/tokenizer.json");

@@ -1,6 +1,8 @@
 // The four shared tokenizer suites (tokenizer.json + HF-made ids): every case must match exactly.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_test_util.h"
 
@@ -65,6 +67,18 @@ TEST_P(TokenizerSuite, TokenIdMapsAreInverse) {
     }
   EXPECT_EQ(tok_->id_to_token(-1), "");
   EXPECT_EQ(tok_->id_to_token(tok_->vocab_size()), "");
+}
+
+TEST_P(TokenizerSuite, ConcurrentEncodesAgree) {
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round)
+        for (const auto& c : cases_) mismatches[t] += tok_->encode(c.text, c.add_special_tokens) != c.ids;
+    });
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, TokenizerSuite,

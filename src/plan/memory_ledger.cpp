@@ -1,0 +1,170 @@
+#include "plan/memory_ledger.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "model/llama_shard.h"
+
+namespace tpbatch {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+ShardPlacement placement_of(const ModelConfig& config, const Layout& layout, int stage, int tp_rank) {
+  ShardPlacement p;
+  p.tensor = layout.tensor;
+  p.tp_rank = tp_rank;
+  p.layers = layers_of_stage(config.num_layers, layout.pipeline, stage);
+  p.has_embedding = stage == 0;
+  p.has_lm_head = stage == layout.pipeline - 1;
+  return p;
+}
+
+int64_t stage_kv_bytes_per_token(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
+                                 int64_t bytes) {
+  const int64_t kv_heads = kv_heads_of_rank(config, layout.tensor, tp_rank).size();
+  return 2 * kv_heads * config.head_dim * bytes * layers_of_stage(config.num_layers, layout.pipeline, stage).size();
+}
+
+}  // namespace
+
+int64_t dtype_bytes(const std::string& job_dtype, const std::string& torch_dtype) {
+  const std::string& d = job_dtype == "auto" ? torch_dtype : job_dtype;
+  if (d == "float32") return 4;
+  if (d == "bfloat16" || d == "float16") return 2;
+  throw JobError("dtype: unsupported dtype '" + d + "' (float32, bfloat16 or float16)");
+}
+
+bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node) {
+  if (ranks_per_node <= 0 || tensor <= 0) return false;
+  for (int leader = 0; leader < world_size; leader += tensor) {
+    const int last = std::min(world_size, leader + tensor) - 1;
+    if (leader / ranks_per_node != last / ranks_per_node) return false;
+  }
+  return true;
+}
+
+std::vector<Layout> legal_layouts(const ModelConfig& config, int world_size, int ranks_per_node) {
+  std::vector<Layout> out;
+  for (int t = 1; t <= world_size; ++t) {
+    if (world_size % t != 0 || !tensor_group_fits_node(world_size, t, ranks_per_node)) continue;
+    for (int p = 1; p <= world_size / t; ++p) {
+      const Layout l{world_size, t, p};
+      if (layout_problem(l, config).empty()) out.push_back(l);
+    }
+  }
+  return out;
+}
+
+int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element) {
+  int64_t most = 0;
+  for (int s = 0; s < layout.pipeline; ++s)
+    for (int r = 0; r < layout.tensor; ++r)
+      most = std::max(most, shard_parameter_count(config, placement_of(config, layout, s, r)));
+  return most * bytes_per_element;
+}
+
+int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element) {
+  int64_t most = 0;
+  for (int s = 0; s < layout.pipeline; ++s)
+    for (int r = 0; r < layout.tensor; ++r)
+      most = std::max(most, stage_kv_bytes_per_token(config, layout, s, r, bytes_per_element));
+  return most;
+}
+
+// Activations and workspace of one forward step, per rank (the largest TP shard), in float32:
+//   kWorkspaceFactor x max_batch_tokens x (3 H [x, h, o/down outputs] + (q + 2 kv) hd [fused qkv]
+//                                          + q hd [attention out] + 3 inter/TP [gate, up, act]) x 4 B
+//   + max_seqs x vocab/TP x 4 B (logits of the rows that sample)
+//   + kDeviceContextBytes when an accelerator's memory was given.
+int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
+  const int t = layout.tensor;
+  const int64_t H = config.hidden_size, hd = config.head_dim;
+  const int64_t q = ceil_div(config.num_heads, t) * hd;
+  const int64_t kv = kv_heads_of_rank(config, t, 0).size() * hd;
+  const int64_t inter = ceil_div(config.intermediate_size, t);
+  const int64_t per_token_floats = 3 * H + (q + 2 * kv) + q + 3 * inter;
+  const double activations =
+      kWorkspaceFactor * static_cast<double>(in.max_batch_tokens) * static_cast<double>(per_token_floats) * 4.0;
+  const int64_t logits = in.max_seqs * ceil_div(config.vocab_size, t) * 4;
+  return static_cast<int64_t>(std::ceil(activations)) + logits + (in.accelerator ? kDeviceContextBytes : 0);
+}
+
+double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
+  const int t = layout.tensor;
+  if (t <= 1) return 0.0;
+  const int64_t layers = layers_of_stage(config.num_layers, layout.pipeline, 0).size();  // the largest stage
+  const double S = static_cast<double>(in.max_seqs * config.hidden_size * in.bytes_per_element);
+  const double bytes_per_us = in.bandwidth_gbs * 1e3;  // GB/s = 1e9 B/s = 1e3 B/us
+  const double one = in.alpha_us + 2.0 * (t - 1) / t * S / bytes_per_us;
+  return 2.0 * static_cast<double>(layers) * one;
+}
+
+LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
+  LayoutLedger g;
+  g.tensor = layout.tensor;
+  g.pipeline = layout.pipeline;
+  g.data = layout.data();
+  g.layers_per_stage = layers_of_stage(config.num_layers, layout.pipeline, 0).size();
+  g.weights_bytes_per_rank = weights_bytes_per_rank(config, layout, in.bytes_per_element);
+  g.kv_bytes_per_token_per_rank = kv_bytes_per_token_per_rank(config, layout, in.bytes_per_element);
+  g.reserved_bytes_per_rank = reserved_bytes_per_rank(config, layout, in);
+  const double usable = std::floor(static_cast<double>(in.device_memory_bytes) * in.memory_utilization);
+
+  // The tightest rank decides: every rank of a replica must hold the KV of every token in flight.
+  bool first = true;
+  for (int s = 0; s < layout.pipeline; ++s) {
+    for (int r = 0; r < layout.tensor; ++r) {
+      const int64_t w = shard_parameter_count(config, placement_of(config, layout, s, r)) * in.bytes_per_element;
+      const int64_t budget = static_cast<int64_t>(usable) - w - g.reserved_bytes_per_rank;
+      const int64_t per_token = stage_kv_bytes_per_token(config, layout, s, r, in.bytes_per_element);
+      const int64_t tokens = budget <= 0 || per_token <= 0 ? 0 : budget / per_token;
+      if (first || tokens < g.kv_tokens_per_rank) g.kv_tokens_per_rank = tokens;
+      if (first || budget < g.kv_budget_bytes_per_rank) g.kv_budget_bytes_per_rank = budget;
+      first = false;
+    }
+  }
+  g.concurrent_rows = in.row_tokens > 0 ? g.kv_tokens_per_rank / in.row_tokens : 0;
+  g.fits = g.kv_tokens_per_rank >= in.row_tokens && g.kv_tokens_per_rank > 0;
+  g.allreduce_us_per_decode_step = allreduce_us_per_decode_step(config, layout, in);
+  return g;
+}
+
+Plan make_plan(const ModelConfig& config, const PlanInputs& in) {
+  Plan plan;
+  plan.inputs = in;
+  for (const Layout& l : legal_layouts(config, in.world_size, in.ranks_per_node))
+    plan.layouts.push_back(ledger_of(config, l, in));
+  const auto& L = plan.layouts;
+
+  // Throughput: smallest PP (pipeline only when TP within a node cannot hold the model), then
+  // smallest TP, with a full batch (max_seqs rows) of KV headroom.
+  for (size_t i = 0; i < L.size(); ++i) {
+    if (!L[i].fits || L[i].concurrent_rows < in.max_seqs) continue;
+    if (!plan.throughput || L[i].pipeline < L[*plan.throughput].pipeline ||
+        (L[i].pipeline == L[*plan.throughput].pipeline && L[i].tensor < L[*plan.throughput].tensor))
+      plan.throughput = i;
+  }
+  if (!plan.throughput) {
+    int64_t best = -1;
+    for (size_t i = 0; i < L.size(); ++i) {
+      if (!L[i].fits) continue;
+      const int64_t rows = L[i].concurrent_rows * L[i].data;
+      if (rows > best) {  // ties keep the earlier (smaller TP, then PP) layout
+        best = rows;
+        plan.throughput = i;
+      }
+    }
+  }
+  // Latency: the largest TP that fits (legal layouts already keep TP within a node), smallest PP.
+  for (size_t i = 0; i < L.size(); ++i) {
+    if (!L[i].fits) continue;
+    if (!plan.latency || L[i].tensor > L[*plan.latency].tensor ||
+        (L[i].tensor == L[*plan.latency].tensor && L[i].pipeline < L[*plan.latency].pipeline))
+      plan.latency = i;
+  }
+  return plan;
+}
+
+}  // namespace tpbatch

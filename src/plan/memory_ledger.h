@@ -1,0 +1,110 @@
+#pragma once
+// `tpbatch plan`: the per-rank memory ledger of every legal (tensor, pipeline) layout, from the
+// model's config.json alone (no weights, no MPI). Pure arithmetic, unit-tested against
+// hand-computed ledgers.
+//
+// The model, for one rank of a layout (TP = tensor, PP = pipeline):
+//   bytes per element   the job's dtype (auto: the config's torch_dtype): float32 4, bfloat16/float16 2.
+//                       This is how an accelerator would store weights and KV cache; the CPU engine
+//                       computes and stores in float32, so on the CPU backend the real footprint is
+//                       larger (plan says so in its text output).
+//   weights             shard_parameter_count() of that rank (its layers, its head/intermediate/vocab
+//                       shards, replicated KV heads when TP > KV heads, embedding on the first stage,
+//                       final norm and LM head on the last; tied embeddings with PP > 1 cost the last
+//                       stage its own copy of the vocab shard) x bytes per element.
+//   KV bytes per token  2 (K and V) x local KV heads x head_dim x bytes x the stage's layers
+//                       (stops shrinking once TP exceeds the KV heads: heads are replicated).
+//   reserved            activation/workspace estimate (see reserved_bytes_per_rank), plus a fixed
+//                       device context (1 GiB) when an accelerator's memory was given.
+//   KV tokens           floor((device memory x memory_utilization - weights - reserved) / KV bytes per
+//                       token), the minimum over the ranks of the layout (0 when negative).
+//   fits                KV tokens >= one row of the job's length (row_tokens).
+//   concurrent rows     KV tokens / row_tokens: rows a replica can hold at once.
+//   allreduce time      alpha-beta model per decode step of one stage: 2 allreduces per layer of
+//                       S = max_seqs x hidden x bytes each, ring cost alpha + 2(t-1)/t x S / B.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "topology/layout.h"
+
+namespace tpbatch {
+
+// Defaults of the alpha-beta allreduce model.
+// Accelerator (NVLink, as nccl-tests reports busbw for an 8-GPU node): alpha 8 us, B 150 GB/s.
+inline constexpr double kNvlinkAlphaUs = 8.0;
+inline constexpr double kNvlinkBusBandwidthGBs = 150.0;
+// CPU backend (MPI_Allreduce over shared memory between two ranks of one node, fitted by
+// benchmarks/allreduce_bench on the development machine): see scripts/bench_allreduce.sh.
+inline constexpr double kCpuAlphaUs = 2.0;
+inline constexpr double kCpuBusBandwidthGBs = 10.0;
+
+// Device context (CUDA context, cuBLAS/NCCL workspaces) reserved per rank when a device memory
+// size is given.
+inline constexpr int64_t kDeviceContextBytes = int64_t{1} << 30;
+// Slack on the activation estimate (allocator rounding, temporaries the estimate does not list).
+inline constexpr double kWorkspaceFactor = 2.0;
+
+struct PlanInputs {
+  int world_size = 1;
+  int ranks_per_node = 1;               // a TP group must fit in a node
+  int64_t device_memory_bytes = 0;      // per rank
+  bool accelerator = false;             // device memory given: reserve kDeviceContextBytes per rank
+  int64_t bytes_per_element = 2;
+  double memory_utilization = 0.90;
+  int64_t max_batch_tokens = 4096;
+  int64_t max_seqs = 64;
+  int64_t row_tokens = 1152;            // one row of the job: prompt + max_new_tokens
+  double alpha_us = kNvlinkAlphaUs;
+  double bandwidth_gbs = kNvlinkBusBandwidthGBs;  // bus bandwidth, GB/s (1e9 bytes)
+};
+
+struct LayoutLedger {
+  int tensor = 1, pipeline = 1, data = 1;
+  int64_t layers_per_stage = 0;               // the largest stage
+  int64_t weights_bytes_per_rank = 0;         // max over ranks
+  int64_t kv_bytes_per_token_per_rank = 0;    // max over ranks
+  int64_t reserved_bytes_per_rank = 0;
+  int64_t kv_budget_bytes_per_rank = 0;       // usable memory left for KV on the tightest rank (may be < 0)
+  int64_t kv_tokens_per_rank = 0;             // min over ranks, >= 0
+  int64_t concurrent_rows = 0;                // per replica, rows of row_tokens
+  bool fits = false;
+  double allreduce_us_per_decode_step = 0.0;  // one stage, alpha-beta model
+};
+
+struct Plan {
+  PlanInputs inputs;
+  std::vector<LayoutLedger> layouts;  // ordered by tensor, then pipeline
+  // Indices into layouts; empty when no layout fits.
+  //   throughput: the smallest PP, then the smallest TP, whose replica holds at least max_seqs
+  //               rows (a full batch in flight); the rest of the world is data parallel. If no
+  //               fitting layout has that headroom: the fitting layout with the most rows in
+  //               flight over all replicas (data x concurrent_rows).
+  //   latency:    the largest TP (within a node) that fits, then the smallest PP.
+  std::optional<size_t> throughput, latency;
+};
+
+// Bytes per element of a dtype name (float32 4, bfloat16/float16 2); "auto" takes torch_dtype.
+// Throws JobError on an unknown name.
+int64_t dtype_bytes(const std::string& job_dtype, const std::string& torch_dtype);
+
+// True when tensor-parallel groups of `tensor` consecutive ranks stay within nodes of
+// `ranks_per_node` consecutive ranks (as topology.cpp assigns nodes when ranks_per_node is set).
+bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node);
+
+// Layouts (tensor, pipeline) of the world that can run the model: layout_problem() empty and the
+// TP group within a node. Ordered by tensor, then pipeline.
+std::vector<Layout> legal_layouts(const ModelConfig& config, int world_size, int ranks_per_node);
+
+// Per-rank quantities of one layout (max over its ranks).
+int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element);
+int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element);
+int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
+double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
+
+LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
+Plan make_plan(const ModelConfig& config, const PlanInputs& in);
+
+}  // namespace tpbatch

@@ -1,0 +1,172 @@
+#include "plan/plan_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "common/error.h"
+#include "job/job_spec.h"
+
+namespace tpbatch {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+int64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return int64_t{8} << 30;
+}
+
+json layout_json(const LayoutLedger& g) {
+  return json{{"tensor", g.tensor},
+              {"pipeline", g.pipeline},
+              {"data", g.data},
+              {"layers_per_stage", g.layers_per_stage},
+              {"weights_bytes_per_rank", g.weights_bytes_per_rank},
+              {"kv_bytes_per_token_per_rank", g.kv_bytes_per_token_per_rank},
+              {"reserved_bytes_per_rank", g.reserved_bytes_per_rank},
+              {"kv_budget_bytes_per_rank", g.kv_budget_bytes_per_rank},
+              {"kv_tokens_per_rank", g.kv_tokens_per_rank},
+              {"concurrent_rows", g.concurrent_rows},
+              {"fits", g.fits},
+              {"allreduce_us_per_decode_step", g.allreduce_us_per_decode_step}};
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string layout_name(const LayoutLedger& g) {
+  return "tensor " + std::to_string(g.tensor) + " x pipeline " + std::to_string(g.pipeline) + " x data " +
+         std::to_string(g.data);
+}
+
+}  // namespace
+
+std::string plan_json(const Plan& plan, const ModelConfig& config, const std::string& model, const std::string& dtype) {
+  const PlanInputs& in = plan.inputs;
+  json j;
+  j["model"] = model;
+  j["architecture"] = config.architecture;
+  j["dtype"] = dtype;
+  j["bytes_per_element"] = in.bytes_per_element;
+  j["world_size"] = in.world_size;
+  j["ranks_per_node"] = in.ranks_per_node;
+  j["device_memory_bytes"] = in.device_memory_bytes;
+  j["accelerator"] = in.accelerator;
+  j["memory_utilization"] = in.memory_utilization;
+  j["max_batch_tokens"] = in.max_batch_tokens;
+  j["max_seqs"] = in.max_seqs;
+  j["row_tokens"] = in.row_tokens;
+  j["alpha_us"] = in.alpha_us;
+  j["bandwidth_gbs"] = in.bandwidth_gbs;
+  json layouts = json::array();
+  for (const auto& g : plan.layouts) layouts.push_back(layout_json(g));
+  j["layouts"] = layouts;
+  j["recommended"] = json{{"throughput", plan.throughput ? layout_json(plan.layouts[*plan.throughput]) : json()},
+                          {"latency", plan.latency ? layout_json(plan.layouts[*plan.latency]) : json()}};
+  return j.dump(2);
+}
+
+void print_plan_text(const Plan& plan, const ModelConfig& config, const std::string& model, const std::string& dtype,
+                     std::ostream& out) {
+  const PlanInputs& in = plan.inputs;
+  out << "model: " << model << " (" << config.architecture << ", " << config.num_layers << " layers, hidden "
+      << config.hidden_size << ", " << config.num_heads << " heads, " << config.num_kv_heads << " KV heads, vocab "
+      << config.vocab_size << ")\n";
+  out << "dtype: " << dtype << " (" << in.bytes_per_element
+      << " bytes per weight and KV element, as a device would store them; the CPU backend computes and stores in"
+         " float32)\n";
+  out << "world size " << in.world_size << ", " << in.ranks_per_node << " ranks per node, device memory "
+      << fmt("%.2f", static_cast<double>(in.device_memory_bytes) / kGiB) << " GiB per rank"
+      << (in.accelerator ? " (accelerator: 1 GiB context reserved)" : " (CPU: MemAvailable / ranks on the node)")
+      << ", memory_utilization " << fmt("%.2f", in.memory_utilization) << "\n";
+  out << "row: " << in.row_tokens << " tokens (prompt + max_new_tokens); max_seqs " << in.max_seqs
+      << ", max_batch_tokens " << in.max_batch_tokens << "\n";
+  out << "allreduce model: alpha " << fmt("%.2f", in.alpha_us) << " us, bus bandwidth "
+      << fmt("%.1f", in.bandwidth_gbs) << " GB/s; per decode step of one stage = 2 x layers x (alpha + 2(t-1)/t x "
+      << "max_seqs x hidden x bytes / B)\n\n";
+
+  char line[256];
+  std::snprintf(line, sizeof line, "%4s %4s %4s %14s %12s %12s %14s %10s %5s %14s\n", "TP", "PP", "DP",
+                "weights GiB", "KV KiB/tok", "reserved GiB", "KV tokens", "rows", "fits", "allreduce us");
+  out << line;
+  for (const auto& g : plan.layouts) {
+    std::snprintf(line, sizeof line, "%4d %4d %4d %14.2f %12.2f %12.2f %14lld %10lld %5s %14.1f\n", g.tensor,
+                  g.pipeline, g.data, static_cast<double>(g.weights_bytes_per_rank) / kGiB,
+                  static_cast<double>(g.kv_bytes_per_token_per_rank) / 1024.0,
+                  static_cast<double>(g.reserved_bytes_per_rank) / kGiB, static_cast<long long>(g.kv_tokens_per_rank),
+                  static_cast<long long>(g.concurrent_rows), g.fits ? "yes" : "no", g.allreduce_us_per_decode_step);
+    out << line;
+  }
+  out << "\n(per rank; KV tokens and rows for the tightest rank of the layout; rows = concurrent rows of "
+      << in.row_tokens << " tokens per replica)\n";
+  if (plan.throughput)
+    out << "recommended for throughput: " << layout_name(plan.layouts[*plan.throughput])
+        << " (smallest model-parallel layout holding max_seqs rows; the rest data parallel)\n";
+  else
+    out << "recommended for throughput: none (no layout fits)\n";
+  if (plan.latency)
+    out << "recommended for latency:    " << layout_name(plan.layouts[*plan.latency])
+        << " (largest tensor parallelism within a node that fits)\n";
+  else
+    out << "recommended for latency:    none (no layout fits)\n";
+}
+
+int run_plan(const PlanOptions& o, std::ostream& out) {
+  if (o.world_size < 0) throw JobError("--world-size must be at least 1");
+  if (o.ranks_per_node < 0) throw JobError("--ranks-per-node must be at least 1");
+  if (o.device_memory_gib < 0 || !std::isfinite(o.device_memory_gib))
+    throw JobError("--device-memory must be a positive size in GiB");
+  if (o.row_tokens < 0) throw JobError("--row-tokens must be at least 1");
+  if (o.bandwidth_gbs == 0 || !std::isfinite(o.bandwidth_gbs) || !std::isfinite(o.alpha_us))
+    throw JobError("--bandwidth-gbs must be positive and --alpha-us non-negative");
+
+  const JobSpec job = load_job(o.job_path, o.sets);
+  const ModelConfig cfg = load_model_config(job.model);
+
+  PlanInputs in;
+  in.world_size = o.world_size > 0 ? o.world_size : static_cast<int>(job.parallel.tensor * job.parallel.pipeline);
+  in.ranks_per_node = o.ranks_per_node > 0 ? o.ranks_per_node
+                      : job.parallel.ranks_per_node > 0 ? static_cast<int>(job.parallel.ranks_per_node)
+                                                         : in.world_size;
+  in.bytes_per_element = dtype_bytes(job.dtype, cfg.torch_dtype);
+  in.accelerator = o.device_memory_gib > 0;
+  if (in.accelerator) {
+    in.device_memory_bytes = static_cast<int64_t>(std::llround(o.device_memory_gib * kGiB));
+  } else {
+    const int local = std::max(1, std::min(in.ranks_per_node, in.world_size));
+    in.device_memory_bytes = mem_available_bytes() / local;
+  }
+  in.memory_utilization = job.engine.memory_utilization;
+  in.max_batch_tokens = job.engine.max_batch_tokens;
+  in.max_seqs = job.engine.max_seqs;
+  in.row_tokens = o.row_tokens > 0
+                      ? o.row_tokens
+                      : std::min<int64_t>(cfg.max_position_embeddings, 1024 + job.sampling.max_new_tokens);
+  in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : in.accelerator ? kNvlinkAlphaUs : kCpuAlphaUs;
+  in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : in.accelerator ? kNvlinkBusBandwidthGBs
+                                                                              : kCpuBusBandwidthGBs;
+
+  const Plan plan = make_plan(cfg, in);
+  const std::string dtype = job.dtype == "auto" ? cfg.torch_dtype + " (auto)" : job.dtype;
+  if (o.json)
+    out << plan_json(plan, cfg, job.model, job.dtype == "auto" ? cfg.torch_dtype : job.dtype) << "\n";
+  else
+    print_plan_text(plan, cfg, job.model, dtype, out);
+  return kExitOk;
+}
+
+}  // namespace tpbatch

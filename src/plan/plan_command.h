@@ -1,0 +1,37 @@
+#pragma once
+// `tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--json]`:
+// reads the job and the model's config.json (no weights, no MPI) and prints the memory ledger of
+// every legal layout (see plan/memory_ledger.h) with the recommended layouts, as a table or as
+// one JSON object.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "plan/memory_ledger.h"
+
+namespace tpbatch {
+
+struct PlanOptions {
+  std::string job_path;
+  std::vector<std::string> sets;   // --set KEY=VALUE overrides of the job
+  int world_size = 0;              // 0: the job's parallel.tensor x parallel.pipeline
+  int ranks_per_node = 0;          // 0: the job's parallel.ranks_per_node, else the world size
+  double device_memory_gib = 0.0;  // 0: CPU backend, MemAvailable / ranks on this node
+  int64_t row_tokens = 0;          // 0: min(max_position_embeddings, 1024 + sampling.max_new_tokens)
+  double alpha_us = -1.0;          // < 0: default (NVLink with --device-memory, else measured CPU)
+  double bandwidth_gbs = -1.0;     // < 0: default, as alpha
+  bool json = false;
+};
+
+// Runs the command; throws Error (exit 2 for bad options or job, 1 for config errors).
+int run_plan(const PlanOptions& options, std::ostream& out);
+
+// The JSON object `--json` prints (also used by the tests).
+std::string plan_json(const Plan& plan, const ModelConfig& config, const std::string& model, const std::string& dtype);
+// The readable report.
+void print_plan_text(const Plan& plan, const ModelConfig& config, const std::string& model, const std::string& dtype,
+                     std::ostream& out);
+
+}  // namespace tpbatch

@@ -1,0 +1,289 @@
+// `tpbatch plan`'s memory ledger against hand-computed ledgers: stories260K (the real config) and
+// the published Llama-3.1 8B / 70B / 405B config.json shapes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/error.h"
+#include "model/config.h"
+#include "model/llama_shard.h"
+#include "plan/memory_ledger.h"
+#include "test_plan_util.h"
+
+namespace tpbatch {
+namespace {
+
+using namespace plan_test;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kDevice745 = 79993765888;  // 74.5 GiB
+
+const char* kStoriesDir = TPBATCH_SHARED_DIR "/models/stories260K";
+
+ModelConfig stories_or_skip() {
+  if (!std::filesystem::exists(std::filesystem::path(kStoriesDir) / "config.json")) return {};
+  return load_model_config(kStoriesDir);
+}
+#define STORIES_OR_SKIP(cfg)                                                   \
+  const ModelConfig cfg = stories_or_skip();                                   \
+  if (cfg.hidden_size == 0) GTEST_SKIP() << kStoriesDir << " absent";
+
+const ModelConfig& llama8b() {
+  static const ModelConfig c = load_config_text("8b", llama31_8b());
+  return c;
+}
+const ModelConfig& llama70b() {
+  static const ModelConfig c = load_config_text("70b", llama31_70b());
+  return c;
+}
+const ModelConfig& llama405b() {
+  static const ModelConfig c = load_config_text("405b", llama31_405b());
+  return c;
+}
+
+// The plan inputs of the acceptance check: 80 GB devices, bf16, default engine settings.
+PlanInputs device_inputs(int world, int ranks_per_node, int64_t row_tokens = 1152) {
+  PlanInputs in;
+  in.world_size = world;
+  in.ranks_per_node = ranks_per_node;
+  in.device_memory_bytes = kDevice745;
+  in.accelerator = true;
+  in.bytes_per_element = 2;
+  in.row_tokens = row_tokens;
+  return in;
+}
+
+const LayoutLedger* find(const Plan& plan, int tensor, int pipeline) {
+  for (const auto& g : plan.layouts)
+    if (g.tensor == tensor && g.pipeline == pipeline) return &g;
+  return nullptr;
+}
+
+// ---- stories260K: H 64, inter 172, 5 layers, 8 heads, 4 KV heads, head_dim 8, vocab 512, tied, fp32 ----
+
+TEST(PlanLedger, StoriesWeightsOnOneRankAreAllParameters) {
+  STORIES_OR_SKIP(cfg);
+  // per layer: 2*64 norms + (64+2*32)*64 qkv + 64*64 o + 3*172*64 mlp = 45440; 5 layers;
+  // tied embedding 512*64 once; final norm 64 -> 260032 parameters, 4 bytes each.
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, 4), 260032 * 4);
+}
+
+TEST(PlanLedger, StoriesWeightsAtTensorTwoAreHalfShards) {
+  STORIES_OR_SKIP(cfg);
+  // per layer: 128 + (32+2*16)*64 + 64*32 + 3*86*64 = 22784; x5 + vocab 256*64 + norm 64 = 130368.
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 2, 1}, 4), 130368 * 4);
+}
+
+TEST(PlanLedger, StoriesWeightsAtTensorEightReplicateKvHeadsAndTakeLargestInterShard) {
+  STORIES_OR_SKIP(cfg);
+  // 1 q head (8), 1 replicated KV head (8), inter shards 21/22 -> 22, vocab 64:
+  // per layer 128 + (8+16)*64 + 64*8 + 3*22*64 = 6400; x5 + 64*64 + 64 = 36160.
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{8, 8, 1}, 4), 36160 * 4);
+}
+
+TEST(PlanLedger, StoriesPipelineFirstStageHoldsExtraLayerAndEmbedding) {
+  STORIES_OR_SKIP(cfg);
+  // stage 0: 3 layers + embedding = 3*45440 + 32768 = 169088; stage 1: 2 layers + tied LM head copy
+  // + norm = 2*45440 + 32768 + 64 = 123712. The max is stage 0.
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 1, 2}, 4), 169088 * 4);
+}
+
+TEST(PlanLedger, TiedEmbeddingLastStageHoldsItsOwnVocabShard) {
+  STORIES_OR_SKIP(cfg);
+  ShardPlacement last;
+  last.tensor = 1;
+  last.layers = layers_of_stage(cfg.num_layers, 2, 1);
+  last.has_embedding = false;
+  last.has_lm_head = true;
+  EXPECT_EQ(shard_parameter_count(cfg, last), 2 * 45440 + 512 * 64 + 64);
+}
+
+TEST(PlanLedger, StoriesKvBytesPerTokenStopShrinkingPastKvHeads) {
+  STORIES_OR_SKIP(cfg);
+  // 2 * kv heads * 8 * 4 bytes * 5 layers
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{1, 1, 1}, 4), 1280);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 2, 1}, 4), 640);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{4, 4, 1}, 4), 320);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{8, 8, 1}, 4), 320);
+}
+
+TEST(PlanLedger, StoriesKvBytesPerTokenCountTheLargestStage) {
+  STORIES_OR_SKIP(cfg);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 1, 2}, 4), 2 * 4 * 8 * 4 * 3);
+}
+
+TEST(PlanLedger, StoriesReservedBytesFollowTheDocumentedEstimate) {
+  STORIES_OR_SKIP(cfg);
+  PlanInputs in;  // max_batch_tokens 4096, max_seqs 64, no accelerator
+  // per token floats: 3*64 + (64 + 2*32) + 64 + 3*172 = 900; x 2 x 4096 x 4 B; logits 64*512*4.
+  EXPECT_EQ(reserved_bytes_per_rank(cfg, Layout{1, 1, 1}, in), 2 * 4096 * 900 * 4 + 64 * 512 * 4);
+  in.accelerator = true;
+  EXPECT_EQ(reserved_bytes_per_rank(cfg, Layout{1, 1, 1}, in), 2 * 4096 * 900 * 4 + 64 * 512 * 4 + kGiB);
+}
+
+TEST(PlanLedger, StoriesKvTokensAndRowsInOneGiB) {
+  STORIES_OR_SKIP(cfg);
+  PlanInputs in;
+  in.world_size = 1;
+  in.ranks_per_node = 1;
+  in.device_memory_bytes = kGiB;
+  in.bytes_per_element = 4;
+  in.row_tokens = 512;
+  const LayoutLedger g = ledger_of(cfg, Layout{1, 1, 1}, in);
+  // floor(1 GiB * 0.9) - 1040128 weights - 29622272 reserved = 935705241 bytes; / 1280 per token.
+  EXPECT_EQ(g.kv_budget_bytes_per_rank, 935705241);
+  EXPECT_EQ(g.kv_tokens_per_rank, 731019);
+  EXPECT_EQ(g.concurrent_rows, 1427);
+  EXPECT_TRUE(g.fits);
+}
+
+TEST(PlanLedger, StoriesLegalLayoutsOfEightRanks) {
+  STORIES_OR_SKIP(cfg);
+  // TP in {1,2,4,8} (8 heads, 4 KV heads), PP <= 5 layers, TP*PP | 8.
+  const auto layouts = legal_layouts(cfg, 8, 8);
+  std::vector<std::pair<int, int>> got;
+  for (const auto& l : layouts) got.emplace_back(l.tensor, l.pipeline);
+  const std::vector<std::pair<int, int>> want = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2},
+                                                 {2, 4}, {4, 1}, {4, 2}, {8, 1}};
+  EXPECT_EQ(got, want);
+}
+
+TEST(PlanLedger, TensorGroupsMustStayWithinANode) {
+  STORIES_OR_SKIP(cfg);
+  for (const auto& l : legal_layouts(cfg, 8, 2)) EXPECT_LE(l.tensor, 2);
+  EXPECT_TRUE(tensor_group_fits_node(8, 4, 4));
+  EXPECT_FALSE(tensor_group_fits_node(12, 4, 6));  // ranks 4..7 straddle nodes 0..5 and 6..11
+  EXPECT_FALSE(tensor_group_fits_node(16, 16, 8));
+}
+
+TEST(PlanLedger, DtypeBytesFollowJobThenConfig) {
+  EXPECT_EQ(dtype_bytes("auto", "bfloat16"), 2);
+  EXPECT_EQ(dtype_bytes("auto", "float32"), 4);
+  EXPECT_EQ(dtype_bytes("float32", "bfloat16"), 4);
+  EXPECT_EQ(dtype_bytes("float16", "float32"), 2);
+  EXPECT_THROW(dtype_bytes("int8", "float32"), Error);
+}
+
+// ---- Llama-3.1-8B: 8,030,261,248 parameters ----
+
+TEST(PlanLedger, Llama8BWeightsOnOneRankAreThePublishedParameterCount) {
+  EXPECT_EQ(weights_bytes_per_rank(llama8b(), Layout{1, 1, 1}, 2), int64_t{8030261248} * 2);
+}
+
+TEST(PlanLedger, Llama8BKvCacheIs128KiBPerToken) {
+  EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{1, 1, 1}, 2), 128 * 1024);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{8, 8, 1}, 2), 16 * 1024);
+}
+
+TEST(PlanLedger, Llama8BThroughputIsPureDataParallel) {
+  const Plan plan = make_plan(llama8b(), device_inputs(8, 8));
+  ASSERT_TRUE(plan.throughput.has_value());
+  const auto& g = plan.layouts[*plan.throughput];
+  EXPECT_EQ(g.tensor, 1);
+  EXPECT_EQ(g.pipeline, 1);
+  EXPECT_EQ(g.data, 8);
+}
+
+// ---- Llama-3.1-70B: 70,553,706,496 parameters; acceptance numbers at 74.5 GiB ----
+
+TEST(PlanLedger, Llama70BWeightsPerRankAreTotalOverTensor) {
+  const ModelConfig& c = llama70b();
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{1, 1, 1}, 2), int64_t{70553706496} * 2);
+  // TP=2: per layer 2*8192 + (4096+2*512)*8192 + 8192*4096 + 3*14336*8192 = 427835392; x80
+  // + 2 vocab shards 64128*8192 + norm.
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{2, 2, 1}, 2), int64_t{35277512704} * 2);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{4, 4, 1}, 2), int64_t{17639415808} * 2);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{8, 8, 1}, 2), int64_t{8820367360} * 2);
+  // TP=16: one KV head replicated per rank, so slightly more than a sixteenth.
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{16, 16, 1}, 2), int64_t{4494729216} * 2);
+  for (int t : {1, 2, 4, 8, 16})
+    EXPECT_NEAR(static_cast<double>(weights_bytes_per_rank(c, Layout{t, t, 1}, 2)), 141.1e9 / t, 0.03 * 141.1e9 / t);
+}
+
+TEST(PlanLedger, Llama70BKvPerTokenIs80KiBAtTp4And40KiBAtTp8And16) {
+  const Plan plan = make_plan(llama70b(), device_inputs(16, 16));
+  ASSERT_NE(find(plan, 4, 1), nullptr);
+  ASSERT_NE(find(plan, 8, 1), nullptr);
+  ASSERT_NE(find(plan, 16, 1), nullptr);
+  EXPECT_EQ(find(plan, 4, 1)->kv_bytes_per_token_per_rank, 80 * 1024);
+  EXPECT_EQ(find(plan, 8, 1)->kv_bytes_per_token_per_rank, 40 * 1024);
+  EXPECT_EQ(find(plan, 16, 1)->kv_bytes_per_token_per_rank, 40 * 1024);
+}
+
+TEST(PlanLedger, Llama70BDoesNotFitAtTp2OrLessAndFitsAtTp4And8) {
+  for (int world : {8, 16}) {
+    const Plan plan = make_plan(llama70b(), device_inputs(world, world));
+    EXPECT_FALSE(find(plan, 1, 1)->fits) << world;
+    EXPECT_FALSE(find(plan, 2, 1)->fits) << world;
+    EXPECT_TRUE(find(plan, 4, 1)->fits) << world;
+    EXPECT_TRUE(find(plan, 8, 1)->fits) << world;
+  }
+}
+
+TEST(PlanLedger, Llama70BKvTokensAtTp4MatchHandLedger) {
+  const Plan plan = make_plan(llama70b(), device_inputs(8, 8));
+  const LayoutLedger& g = *find(plan, 4, 1);
+  // reserved: 2*4096*4*(3*8192 + (2048+2*256) + 2048 + 3*7168) + 64*32064*4 + 1 GiB = 2742894592
+  EXPECT_EQ(g.reserved_bytes_per_rank, 2742894592);
+  // floor(74.5 GiB * 0.9) - 35278831616 - 2742894592 = 33972663091; / 81920 per token.
+  EXPECT_EQ(g.kv_tokens_per_rank, 414705);
+  EXPECT_EQ(g.concurrent_rows, 414705 / 1152);
+  EXPECT_EQ(g.data, 2);
+}
+
+TEST(PlanLedger, Llama70BRecommendsTp4ForThroughputAndLargestTpForLatency) {
+  const Plan p8 = make_plan(llama70b(), device_inputs(8, 8));
+  ASSERT_TRUE(p8.throughput && p8.latency);
+  EXPECT_EQ(p8.layouts[*p8.throughput].tensor, 4);
+  EXPECT_EQ(p8.layouts[*p8.throughput].pipeline, 1);
+  EXPECT_EQ(p8.layouts[*p8.throughput].data, 2);
+  EXPECT_EQ(p8.layouts[*p8.latency].tensor, 8);
+  EXPECT_EQ(p8.layouts[*p8.latency].pipeline, 1);
+
+  const Plan p16 = make_plan(llama70b(), device_inputs(16, 8));  // two 8-GPU nodes
+  ASSERT_TRUE(p16.throughput && p16.latency);
+  EXPECT_EQ(p16.layouts[*p16.throughput].tensor, 4);
+  EXPECT_EQ(p16.layouts[*p16.throughput].data, 4);
+  EXPECT_EQ(p16.layouts[*p16.latency].tensor, 8);
+  EXPECT_EQ(find(p16, 16, 1), nullptr);  // a 16-rank TP group would cross the node
+}
+
+TEST(PlanLedger, AllreduceTimeFollowsAlphaBetaModel) {
+  const ModelConfig& c = llama70b();
+  PlanInputs in = device_inputs(8, 8);  // alpha 8 us, B 150 GB/s, max_seqs 64
+  // S = 64 * 8192 * 2 = 1048576 bytes; TP=8: 2 * 80 * (8 + 1.75 * 1048576 / 150000) us
+  EXPECT_NEAR(allreduce_us_per_decode_step(c, Layout{8, 8, 1}, in), 2 * 80 * (8.0 + 1.75 * 1048576 / 150000.0), 1e-6);
+  EXPECT_EQ(allreduce_us_per_decode_step(c, Layout{8, 1, 1}, in), 0.0);
+  // PP=2: the largest stage has 40 layers.
+  EXPECT_NEAR(allreduce_us_per_decode_step(c, Layout{8, 4, 2}, in), 2 * 40 * (8.0 + 1.5 * 1048576 / 150000.0), 1e-6);
+}
+
+// ---- Llama-3.1-405B ----
+
+TEST(PlanLedger, Llama405BAtTp8NeedsTwoPipelineStagesOn80GBDevices) {
+  const ModelConfig& c = llama405b();
+  // TP=8 per layer: 2*16384 + (2048+2*128)*16384 + 16384*2048 + 3*6656*16384 = 398491648
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{8, 8, 1}, 2), (126 * int64_t{398491648} + 2 * 16032 * 16384 + 16384) * 2);
+  // PP=2: 63 layers per stage; the last stage (LM head + norm) is the larger.
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{16, 8, 2}, 2), (63 * int64_t{398491648} + 16032 * 16384 + 16384) * 2);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(c, Layout{16, 8, 2}, 2), 2 * 128 * 2 * 63);
+
+  const Plan plan = make_plan(c, device_inputs(16, 8));
+  EXPECT_FALSE(find(plan, 8, 1)->fits);
+  EXPECT_TRUE(find(plan, 8, 2)->fits);
+  ASSERT_TRUE(plan.throughput.has_value());
+  EXPECT_EQ(plan.layouts[*plan.throughput].tensor, 8);
+  EXPECT_EQ(plan.layouts[*plan.throughput].pipeline, 2);
+}
+
+TEST(PlanLedger, NothingRecommendedWhenNoLayoutFits) {
+  PlanInputs in = device_inputs(8, 8);
+  in.device_memory_bytes = 16 * kGiB;
+  const Plan plan = make_plan(llama405b(), in);
+  EXPECT_FALSE(plan.throughput.has_value());
+  EXPECT_FALSE(plan.latency.has_value());
+  for (const auto& g : plan.layouts) EXPECT_EQ(g.kv_tokens_per_rank, 0);
+}
+
+}  // namespace
+}  // namespace tpbatch
