@@ -34,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -231,8 +232,12 @@ class HFModel:
         from transformers import AutoModelForCausalLM
         self.torch = torch
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-        self.m = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32,
-                                                      attn_implementation="eager").eval()
+        try:  # transformers >= 4.56 calls it dtype; torch_dtype is deprecated
+            self.m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+        except TypeError:
+            self.m = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32,
+                                                          attn_implementation="eager")
+        self.m.eval()
 
     def logits(self, ids):
         with self.torch.no_grad():
@@ -301,12 +306,17 @@ def cmd_check(a):
         sys.exit(f"expected {a.expect_rows} rows, file has {n}")
     if f.attrs["complete"] != 1:
         sys.exit("results file not complete")
-    bad, worst, worst_cpp, compared, eos_rows = 0, 0.0, 0.0, 0, 0
+    bad, worst, worst_cpp, compared, eos_rows, refused = 0, 0.0, 0.0, 0, 0, 0
     for i in range(n):
         rid = f["id"][i].decode()
         reason = f["finish_reason"][i].decode()
-        if f["done"][i] != 1 or reason == "error":
-            print(f"row {i} ({rid}): not done or error: {f['error'][i].decode()}"); bad += 1; continue
+        if f["done"][i] != 1:
+            print(f"row {i} ({rid}): not done"); bad += 1; continue
+        if reason == "error":
+            err = f["error"][i].decode()
+            if a.refusal and re.search(a.refusal, err) and rid not in a.must_not_refuse.split(","):
+                print(f"row {i} ({rid}): refused: {err}"); refused += 1; continue
+            print(f"row {i} ({rid}): error: {err}"); bad += 1; continue
         prompt = [int(x) for x in f["prompt_tokens"][i]]
         got = [int(x) for x in f["output_tokens"][i]]
         got_lp = np.asarray(f["output_logprobs"][i], dtype=np.float64)
@@ -337,7 +347,8 @@ def cmd_check(a):
             if ctoks != want or dc > a.tol:
                 print(f"row {i} ({rid}): tpbatch_reference disagrees with the {backend} reference "
                       f"(tokens equal: {ctoks == want}, max |logprob diff| {dc:.3g})"); bad += 1
-    print(f"{backend} reference: {n - bad}/{n} rows match; max |logprob diff| {worst:.3g} (tolerance {a.tol:g})"
+    print(f"{backend} reference: {n - bad - refused}/{n} rows match; max |logprob diff| {worst:.3g} "
+          f"(tolerance {a.tol:g})" + (f"; {refused} rows refused" if a.refusal else "")
           + (f"; {eos_rows} rows end at an eos id {eos}" if a.stop_at_eos else ""))
     if a.cpp_reference and compared:
         print(f"tpbatch_reference vs {backend} reference on {compared} rows: max |logprob diff| {worst_cpp:.3g}")
@@ -362,6 +373,8 @@ def main():
     c.add_argument("--expect-rows", type=int, default=-1)
     c.add_argument("--cpp-reference")
     c.add_argument("--stop-at-eos", action="store_true")
+    c.add_argument("--refusal", help="regex: error rows whose /error matches count as refused, not failed")
+    c.add_argument("--must-not-refuse", default="", help="with --refusal: comma-separated row ids that must match")
     c.add_argument("--min-eos-rows", type=int, default=0, help="with --stop-at-eos: at least this many rows end at eos")
     a = ap.parse_args()
     try:

@@ -43,15 +43,15 @@ int main(int argc, char** argv) {
   plan->add_option("job", po.job_path, "job file (YAML)")->required();
   plan->add_option("--set", po.sets, "override a job key (repeatable)");
   plan->add_option("--world-size", po.world_size, "ranks (default: tensor x pipeline of the job)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   plan->add_option("--ranks-per-node", po.ranks_per_node, "ranks per node (default: job's, else world size)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   plan->add_option("--device-memory", po.device_memory_gib, "memory per rank in GiB (default: CPU MemAvailable)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 1e6));
   plan->add_option("--row-tokens", po.row_tokens, "tokens of one row (default: min(max_pos, 1024 + max_new_tokens))")
-      ->check(CLI::PositiveNumber);
-  plan->add_option("--alpha-us", po.alpha_us, "allreduce latency in us")->check(CLI::NonNegativeNumber);
-  plan->add_option("--bandwidth-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
+  plan->add_option("--alpha-us", po.alpha_us, "allreduce latency in us")->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--bandwidth-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s")->check(CLI::Range(1e-6, 1e9));
   plan->add_flag("--json", po.json, "print one JSON object");
 
   auto* inspect = app.add_subcommand("inspect", "summarize a results file");

@@ -24,6 +24,8 @@
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
+#include "reliability/shutdown.h"
+#include "reliability/watchdog.h"
 #include "tokenizer/tokenizer.h"
 #include "topology/topology.h"
 
@@ -104,7 +106,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     if (world_rank != 0) return;
     num_rows = count_jsonl_rows(job.input.path);
     RunInfo info{job.model, job.task, job.effective_yaml, world_size, topo.layout.tensor, topo.layout.pipeline,
-                 topo.layout.data(), num_rows};
+                 topo.layout.data(), num_rows, input_fingerprint(job.input.path)};
     writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
   });
   if (code) return finish(code);
@@ -151,7 +153,10 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   }
 
   // 4. Run. From here on a failure on any rank aborts every rank (no rank may hang).
+  install_signal_handlers(world_rank);
+  Watchdog watchdog(job.engine.watchdog_seconds, world_rank);
   ReplicaStats stats;
+  int exit_code = kExitOk;
   try {
     MPI_Comm control;
     MPI_Comm_dup(MPI_COMM_WORLD, &control);
@@ -173,6 +178,11 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
       progress.print_final();
       writer->finish(progress.metrics());
+      if (stop_requested()) {
+        std::fprintf(stderr, "[tpbatch] interrupted by a signal: finished rows are saved in %s; rerun the same job "
+                     "(output.if_exists: resume) to compute the rest\n", job.output.path.c_str());
+        exit_code = kExitFailure;
+      }
     } else if (topo.is_replica_leader()) {
       auto source = make_remote_work_source(control);
       stats = run_replica_leader(job, *tokenizer, *runner, topo, *source);
@@ -203,7 +213,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   }
   runner.reset();
   topo = Topology{};
-  return finish(kExitOk);
+  return finish(exit_code);
 }
 
 }  // namespace tpbatch

@@ -10,6 +10,8 @@
 #include "common/error.h"
 #include "engine/scheduler.h"
 #include "io/input_row.h"
+#include "reliability/shutdown.h"
+#include "reliability/watchdog.h"
 #include "topology/topology.h"
 
 namespace tpbatch {
@@ -217,6 +219,7 @@ class StepPipe {
     MPI_Request request;
   };
   void receive(int source, int tag) {
+    WatchedCall w(tag == kStageTag ? "pipeline receive from the previous stage" : "pipeline receive of logits");
     MPI_Status st;
     MPI_Probe(source, tag, topo_.pp->comm(), &st);
     int count = 0;
@@ -271,7 +274,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
     source.poll();
     // Keep up to one step per stage in flight, so every stage has work (micro-batching).
     bool launched = false;
-    while (scheduler.steps_in_flight() < static_cast<size_t>(stages)) {
+    while (!stop_requested() && scheduler.steps_in_flight() < static_cast<size_t>(stages)) {
       StepInputs step = scheduler.schedule();
       if (step.rows() == 0) break;
       const auto t0 = Clock::now();
@@ -293,6 +296,10 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
       continue;
     }
     if (!launched && scheduler.idle() && !more_input) break;
+    if (stop_requested()) {  // SIGTERM: finished rows are kept; rows in flight are redone on resume
+      stats.interrupted = true;
+      break;
+    }
   }
   emit_finished();
   pipe.tp_broadcast(nullptr, unused);
@@ -302,7 +309,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   stats.preemptions = scheduler.preemptions();
   stats.step_seconds = busy;
   stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (allocator.free_blocks() != allocator.num_blocks())
+  if (!stats.interrupted && allocator.free_blocks() != allocator.num_blocks())
     throw Error("internal error: " + std::to_string(allocator.num_blocks() - allocator.free_blocks()) +
                 " KV blocks leaked after the job");
   return stats;

@@ -15,6 +15,7 @@ struct ReplicaStats {
   int64_t preemptions = 0;
   double step_seconds = 0.0;   // busy computing (and sending) this rank's part of steps
   double wall_seconds = 0.0;
+  bool interrupted = false;    // stopped early by SIGTERM/SIGINT
   double busy_fraction() const { return wall_seconds > 0 ? step_seconds / wall_seconds : 0.0; }
 };
 

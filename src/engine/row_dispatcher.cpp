@@ -4,6 +4,7 @@
 #include <list>
 
 #include "common/error.h"
+#include "reliability/shutdown.h"
 
 namespace tpbatch {
 namespace {
@@ -146,6 +147,7 @@ RowDispatcher::RowDispatcher(const std::string& input_path, std::vector<uint8_t>
 bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items) {
   std::string line;
   size_t taken = 0;
+  if (stop_requested()) exhausted_ = true;  // graceful stop: hand out no more rows
   while (!exhausted_ && taken < max_items) {
     if (!reader_.next(line)) {
       exhausted_ = true;
@@ -163,7 +165,7 @@ void RowDispatcher::record(const RowResult& row) {
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
   writer_.write(row);
   const double t = now_seconds();
-  if (t - last_flush_ > 5.0) {  // bound what a crash can lose
+  if (t - last_flush_ > 1.0) {  // bound what a crash can lose: at most a second of rows
     writer_.flush();
     last_flush_ = t;
   }

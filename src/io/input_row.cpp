@@ -2,6 +2,8 @@
 #include "io/input_row.h"
 
 #include <cstdio>
+#include <fstream>
+#include <vector>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -273,6 +275,23 @@ int64_t count_jsonl_rows(const std::string& path) {
     if (!blank) last_nonblank = line_no;
   }
   return last_nonblank;
+}
+
+std::string input_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("input file '" + path + "' cannot be read");
+  uint64_t hash = 0xcbf29ce484222325ull, bytes = 0;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const std::streamsize n = in.gcount();
+    for (std::streamsize i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+    bytes += static_cast<uint64_t>(n);
+  }
+  char out[64];
+  std::snprintf(out, sizeof out, "%llu:%016llx", static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(hash));
+  return out;
 }
 
 }  // namespace tpbatch

@@ -55,4 +55,7 @@ bool is_blank_line(std::string_view line);
 
 int64_t count_jsonl_rows(const std::string& path);  // same counting rule as JsonlReader
 
+// "<bytes>:<FNV-1a 64 of the contents, hex>": identifies an input file for resume.
+std::string input_fingerprint(const std::string& path);
+
 }  // namespace tpbatch

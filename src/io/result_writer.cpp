@@ -368,6 +368,12 @@ class Hdf5ResultWriter final : public ResultWriter {
       refuse("it holds " + std::to_string(rows) + " rows, this job's input has " + std::to_string(info_.num_rows));
     std::string diff = job_yaml_difference(yaml, info_.job_yaml);
     if (!diff.empty()) refuse("it was written by a different job: " + diff);
+    if (has_attr(file_, "input_fingerprint") && !info_.input_fingerprint.empty()) {
+      const std::string there = read_attr_str(file_, "input_fingerprint", path_);
+      if (there != info_.input_fingerprint)
+        refuse("its input file had fingerprint " + there + ", the input now has " + info_.input_fingerprint +
+               " (the input file changed)");
+    }
     num_rows_ = rows;
     for (int d = 0; d < kNumDs; ++d) {
       H5Handle sp(H5Dget_space(ds_[d]), H5Sclose);
@@ -471,6 +477,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_attr(file_, "pipeline_parallel", info_.pipeline_parallel, path_);
     write_attr(file_, "data_parallel", info_.data_parallel, path_);
     write_attr(file_, "num_rows", num_rows_, path_);
+    if (!info_.input_fingerprint.empty()) write_attr(file_, "input_fingerprint", info_.input_fingerprint, types_, path_);
     write_attr_u8(file_, "complete", 0, path_);
   }
 

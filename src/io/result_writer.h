@@ -20,6 +20,7 @@ struct RunInfo {              // root attributes
   int64_t pipeline_parallel = 1;
   int64_t data_parallel = 1;
   int64_t num_rows = 0;
+  std::string input_fingerprint;   // size and hash of the input file: resume refuses a changed input
 };
 
 struct RunMetrics {           // /metrics attributes

@@ -86,8 +86,8 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
   out << "model: " << model << " (" << config.architecture << ", " << config.num_layers << " layers, hidden "
       << config.hidden_size << ", " << config.num_heads << " heads, " << config.num_kv_heads << " KV heads, vocab "
       << config.vocab_size << ")\n";
-  out << "dtype: " << dtype << " (" << in.bytes_per_element
-      << " bytes per weight and KV element, as a device would store them; the CPU backend computes and stores in"
+  out << "dtype: " << dtype << ", " << in.bytes_per_element
+      << " bytes per weight and KV element, as a device would store them (the CPU backend computes and stores in"
          " float32)\n";
   out << "world size " << in.world_size << ", " << in.ranks_per_node << " ranks per node, device memory "
       << fmt("%.2f", static_cast<double>(in.device_memory_bytes) / kGiB) << " GiB per rank"

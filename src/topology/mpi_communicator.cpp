@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "reliability/watchdog.h"
 
 namespace tpbatch {
 namespace {
@@ -41,12 +42,14 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::allreduce_sum(float* data, size_t count) {
+  WatchedCall w("MPI allreduce");
   Timed t(stats_["allreduce"], count * sizeof(float));
   if (size_ == 1) return;
   MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count), MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void MpiCommunicator::allgather(const void* send, void* recv, size_t bytes_per_rank) {
+  WatchedCall w("MPI allgather");
   Timed t(stats_["allgather"], bytes_per_rank * size_);
   if (size_ == 1) {
     if (recv != send && bytes_per_rank) std::memcpy(recv, send, bytes_per_rank);
@@ -56,22 +59,26 @@ void MpiCommunicator::allgather(const void* send, void* recv, size_t bytes_per_r
 }
 
 void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
+  WatchedCall w("MPI broadcast");
   Timed t(stats_["broadcast"], bytes);
   if (size_ == 1) return;
   MPI_Bcast(data, checked_count(bytes), MPI_BYTE, root, comm_);
 }
 
 void MpiCommunicator::send(const void* data, size_t bytes, int peer, int tag) {
+  WatchedCall w("MPI send");
   Timed t(stats_["send"], bytes);
   MPI_Send(data, checked_count(bytes), MPI_BYTE, peer, tag, comm_);
 }
 
 void MpiCommunicator::recv(void* data, size_t bytes, int peer, int tag) {
+  WatchedCall w("MPI recv");
   Timed t(stats_["recv"], bytes);
   MPI_Recv(data, checked_count(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE);
 }
 
 void MpiCommunicator::barrier() {
+  WatchedCall w("MPI barrier");
   Timed t(stats_["barrier"], 0);
   MPI_Barrier(comm_);
 }
