@@ -10,8 +10,8 @@ Two backends compute the same thing:
   hf     transformers itself (torch CPU, float32, attn_implementation="eager"), when importable.
 auto (the default) is hf when torch and transformers import, else numpy.
 
-Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM; rope_scaling none/default,
-linear, llama3; q/k/v biases (attention_bias, always on for Qwen2); tied or untied embeddings;
+Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM; rope_scaling (or transformers 5's
+rope_parameters) none/default, linear, llama3; q/k/v biases (attention_bias, always on for Qwen2); tied or untied embeddings;
 sliding-window attention (Mistral's sliding_window; Qwen2's use_sliding_window from layer
 max_window_layers on). Anything else is refused with a message naming it.
 
@@ -196,9 +196,12 @@ class NumpyModel:
 
 
 def rope_inv_freq(c, dim):
-    base = c.get("rope_theta", 10000.0)
+    # transformers >= 5 saves rope_parameters {rope_type, rope_theta, factor, ...} instead of the
+    # top-level rope_theta and rope_scaling that earlier versions write.
+    rp = c.get("rope_parameters") or {}
+    base = rp.get("rope_theta", c.get("rope_theta", 10000.0))
     inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
-    rs = c.get("rope_scaling")
+    rs = rp or c.get("rope_scaling")
     if not rs:
         return inv
     kind = rs.get("rope_type", rs.get("type"))

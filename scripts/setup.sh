@@ -14,6 +14,7 @@ PACKAGES=(
   libopenblas-dev
   libpcre2-dev libicu-dev
   python3 python3-numpy python3-h5py
+  slurmctld slurmd slurm-client munge libpmix-dev
 )
 
 missing=()

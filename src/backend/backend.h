@@ -24,6 +24,7 @@ struct KvLayout {
   int64_t kv_heads = 0;
   int64_t block_size = 16;
   int64_t head_dim = 0;
+  int64_t window = 0;           // sliding-window attention: a query sees the last `window` positions; 0 = all
   size_t floats_per_layer() const { return static_cast<size_t>(num_blocks * kv_heads * block_size * head_dim); }
 };
 

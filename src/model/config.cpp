@@ -133,14 +133,16 @@ std::string join_path(const std::string& label, const char* file) {
   return (std::filesystem::path(label) / file).string();
 }
 
-RopeScaling parse_rope_scaling(const Reader& r) {
+// `key` is rope_scaling (transformers < 5) or rope_parameters (transformers >= 5 writes rope_theta
+// and the scaling there, and no top-level rope_theta / rope_scaling).
+RopeScaling parse_rope_scaling(const Reader& r, const char* key = "rope_scaling") {
   RopeScaling rs;
-  if (!r.present("rope_scaling")) return rs;
-  const json& v = r.obj.at("rope_scaling");
-  if (!v.is_object()) r.fail("rope_scaling", "must be null or an object, got " + type_name(v));
-  Reader s{v, r.file + ": rope_scaling"};
+  if (!r.present(key)) return rs;
+  const json& v = r.obj.at(key);
+  if (!v.is_object()) r.fail(key, "must be null or an object, got " + type_name(v));
+  Reader s{v, r.file + ": " + key};
   std::string type = s.string_or("rope_type", s.string_or("type", ""));
-  if (type.empty()) r.fail("rope_scaling", "has neither 'rope_type' nor 'type'");
+  if (type.empty()) r.fail(key, "has neither 'rope_type' nor 'type'");
   if (type == "default") return rs;
   if (type == "linear") {
     rs.type = "linear";
@@ -152,9 +154,9 @@ RopeScaling parse_rope_scaling(const Reader& r) {
     rs.high_freq_factor = s.positive_number("high_freq_factor");
     rs.original_max_position_embeddings = s.positive("original_max_position_embeddings");
     if (!(rs.high_freq_factor > rs.low_freq_factor))
-      r.fail("rope_scaling", "llama3 high_freq_factor must exceed low_freq_factor");
+      r.fail(key, "llama3 high_freq_factor must exceed low_freq_factor");
   } else {
-    r.fail("rope_scaling", "unsupported rope scaling type '" + type + "' (supported: linear, llama3)");
+    r.fail(key, "unsupported rope scaling type '" + type + "' (supported: linear, llama3)");
   }
   return rs;
 }
@@ -220,6 +222,11 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
   c.rms_norm_eps = r.positive_number_or("rms_norm_eps", 1e-6);
   c.rope_theta = r.positive_number_or("rope_theta", 10000.0);
   c.rope_scaling = parse_rope_scaling(r);
+  if (r.present("rope_parameters") && r.obj.at("rope_parameters").is_object()) {
+    Reader rp{r.obj.at("rope_parameters"), r.file + ": rope_parameters"};
+    c.rope_theta = rp.positive_number_or("rope_theta", c.rope_theta);
+    if (!r.present("rope_scaling")) c.rope_scaling = parse_rope_scaling(r, "rope_parameters");
+  }
 
   // Options we support only one value of.
   std::string act = r.string_or("hidden_act", "silu");

@@ -25,7 +25,7 @@ size_t LlamaShard::weight_bytes() const {
   size_t n = embedding.size() + lm_head.size() + final_norm.size();
   for (const auto& l : layers)
     n += l.input_norm.size() + l.post_norm.size() + l.wqkv.size() + l.bqkv.size() + l.wo.size() + l.wgu.size() +
-         l.wdown.size();
+         l.wdown.size() + l.bo.size();
   return n * sizeof(float);
 }
 
@@ -88,6 +88,10 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       w.read_f32(name("self_attn.q_proj.bias"), 0, 1, q0, nq, L.bqkv.data());
       w.read_f32(name("self_attn.k_proj.bias"), 0, 1, k0, nk, L.bqkv.data() + nq);
       w.read_f32(name("self_attn.v_proj.bias"), 0, 1, k0, nk, L.bqkv.data() + nq + nk);
+    }
+    if (cfg.attention_bias && w.has(name("self_attn.o_proj.bias"))) {  // Llama's attention_bias; Qwen2 has none
+      w.expect_shape(name("self_attn.o_proj.bias"), {H});
+      append_rows(w, name("self_attn.o_proj.bias"), 0, 1, H, L.bo);
     }
     L.wo.resize(H * nq);
     w.read_f32(name("self_attn.o_proj.weight"), 0, H, q0, nq, L.wo.data());

@@ -27,6 +27,7 @@ struct LayerShard {
   std::vector<float> wqkv;                   // [(q_heads + 2 kv_heads) * head_dim, H]
   std::vector<float> bqkv;                   // same rows, or empty
   std::vector<float> wo;                     // [H, q_heads * head_dim]
+  std::vector<float> bo;                     // [H] (Llama with attention_bias), added after the allreduce
   std::vector<float> wgu;                    // [2 * inter, H]: gate rows then up rows
   std::vector<float> wdown;                  // [H, inter]
 };

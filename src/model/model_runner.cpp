@@ -31,6 +31,7 @@ ModelRunner::ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, i
   kv_.kv_heads = shard_.kv_heads;
   kv_.block_size = block_size;
   kv_.head_dim = shard_.config.head_dim;
+  kv_.window = shard_.config.sliding_window;
   k_cache_.resize(shard_.layers.size());
   v_cache_.resize(shard_.layers.size());
   for (size_t l = 0; l < shard_.layers.size(); ++l) {
@@ -90,6 +91,7 @@ void ModelRunner::layer_forward(size_t l, int64_t rows, const std::vector<Attent
                       shard_.q_heads, seqs.data(), static_cast<int64_t>(seqs.size()), attn);
   be_.matmul_nt(attn, L.wo.data(), proj, rows, H, nq);
   tp_.allreduce_sum(proj, rows * H);
+  if (!L.bo.empty()) be_.add_bias(proj, L.bo.data(), rows, H);  // once, after the partial sums are reduced
   be_.add(x, proj, rows * H);
 
   // MLP block: ColumnParallel gate/up -> SiLU·up -> RowParallel down -> allreduce.

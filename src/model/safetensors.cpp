@@ -102,7 +102,7 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* data, size_t f
   try {
     const char* text = reinterpret_cast<const char*>(data + 8);
     header = json::parse(text, text + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range: a number that overflows a double
     throw Error(label + ": header is not valid JSON: " + e.what());
   }
   if (!header.is_object()) throw Error(label + ": header is not a JSON object");
@@ -273,7 +273,7 @@ WeightStore WeightStore::open(const std::filesystem::path& model_dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_text(index));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     throw Error(ilabel + ": not valid JSON: " + e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())

@@ -36,10 +36,12 @@ namespace tpbatch {
 // Accelerator (NVLink, as nccl-tests reports busbw for an 8-GPU node): alpha 8 us, B 150 GB/s.
 inline constexpr double kNvlinkAlphaUs = 8.0;
 inline constexpr double kNvlinkBusBandwidthGBs = 150.0;
-// CPU backend (MPI_Allreduce over shared memory between two ranks of one node, fitted by
-// benchmarks/allreduce_bench on the development machine): see scripts/bench_allreduce.sh.
-inline constexpr double kCpuAlphaUs = 2.0;
-inline constexpr double kCpuBusBandwidthGBs = 10.0;
+// CPU backend: Open MPI shared-memory allreduce between two ranks of one node, as fitted by
+// scripts/bench_allreduce.sh (benchmarks/allreduce_bench.cpp) on the 2-core development machine
+// (alpha 0.51-0.53 us, B 0.91-1.39 GB/s). Rerun it on the target machine and pass
+// --alpha-us / --bandwidth-gbs.
+inline constexpr double kCpuAlphaUs = 0.5;
+inline constexpr double kCpuBusBandwidthGBs = 1.0;
 
 // Device context (CUDA context, cuBLAS/NCCL workspaces) reserved per rank when a device memory
 // size is given.

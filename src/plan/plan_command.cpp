@@ -115,7 +115,7 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
       << in.row_tokens << " tokens per replica)\n";
   if (plan.throughput)
     out << "recommended for throughput: " << layout_name(plan.layouts[*plan.throughput])
-        << " (smallest model-parallel layout holding max_seqs rows; the rest data parallel)\n";
+        << " (smallest pipeline, then smallest tensor, holding max_seqs rows; the rest data parallel)\n";
   else
     out << "recommended for throughput: none (no layout fits)\n";
   if (plan.latency)

@@ -253,6 +253,8 @@ std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
       t[p + "self_attn.q_proj.bias"] = {{q_out}, 0.0f, 0.1f};
       t[p + "self_attn.k_proj.bias"] = {{kv_out}, 0.0f, 0.1f};
       t[p + "self_attn.v_proj.bias"] = {{kv_out}, 0.0f, 0.1f};
+      // Llama's attention_bias also biases o_proj (transformers' LlamaAttention); Qwen2's does not.
+      if (r.architecture == "LlamaForCausalLM") t[p + "self_attn.o_proj.bias"] = {{r.hidden}, 0.0f, 0.1f};
     }
     t[p + "mlp.gate_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
     t[p + "mlp.up_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};

@@ -82,10 +82,14 @@ export -f st_edit cfg_edit tok_edit h5_rows job add lines long_prompt mpi
 
 PASSED=0
 FAILED=0
+XFAILED=0
 FAILED_NAMES=()
+XPASSED_NAMES=()
 declare -A SEEN
 
 # t NAME RC REGEX SETUP [RUN] [POST]
+# XF="why" t ...: a known bug (reported, not yet fixed): a failure prints "xfail" and does not fail
+# the script; a pass prints "XPASS" (the bug was fixed: drop the XF mark).
 t() {
   local name=$1 want=$2 regex=$3 setup=$4 run=${5:-'"$TPBATCH" job.yaml'} post=${6:-}
   [ -z "${SEEN[$name]:-}" ] || fail "duplicate case name $name"
@@ -120,7 +124,7 @@ t() {
       echo "CRASH: $(grep -m1 -E 'Sanitizer|terminate called|Segmentation fault|core dumped|Aborted' checked.log stdout.log)"
       exit 0
     fi
-    msg=$(grep -v '^\[tpbatch\]' checked.log | grep -v '^\s*$' | head -4 | cut -c1-300 | tr '\n' '|')
+    msg=$(grep -v -e '^\[tpbatch\]' -e '^\s*$' checked.log | sed -n 1,4p | cut -c1-300 | tr '\n' '|')
     if [ "$rc" != "$want" ]; then echo "exit $rc, want $want: $msg"; exit 0; fi
     if ! grep -qE -- "$regex" checked.log; then echo "message does not match /$regex/: $msg"; exit 0; fi
     if [ "$want" = 2 ]; then
@@ -136,8 +140,17 @@ t() {
   local dt=$((SECONDS - t0))
   if [ -z "$why" ]; then
     PASSED=$((PASSED + 1))
-    printf 'ok    %-34s exit %s (%ss)\n' "$name" "$want" "$dt"
+    if [ -n "${XF:-}" ]; then
+      XPASSED_NAMES+=("$name")
+      printf 'XPASS %-34s exit %s (%ss): fixed? drop its XF mark (%s)\n' "$name" "$want" "$dt" "$XF"
+    else
+      printf 'ok    %-34s exit %s (%ss)\n' "$name" "$want" "$dt"
+    fi
+    [ -z "${VERBOSE:-}" ] || grep -m1 -E -- "$regex" "$C/checked.log" | cut -c1-240 | sed 's/^/        /'
     rm -rf "$C"
+  elif [ -n "${XF:-}" ]; then
+    XFAILED=$((XFAILED + 1))
+    printf 'xfail %-34s %s [known bug: %s]\n' "$name" "$why" "$XF"
   else
     FAILED=$((FAILED + 1))
     FAILED_NAMES+=("$name")
@@ -254,7 +267,7 @@ t tok_unknown_normalizer 1 "tokenizer\.json.*NFKC_Frobnicate" \
 # record: an error row naming the line, the run goes on and exits 0.
 t jsonl_not_json_record 0 "row 1: error: input line 2: not valid JSON" \
   'lines "{\"prompt\": \"hi\"}" "{\"prompt\": hi}" "{\"prompt\": \"there\"}"' '' \
-  'h5_rows | grep -q "rows 3" && h5_rows | grep -q "row 2: length"'
+  'r=$(h5_rows); grep -q "^rows 3$" <<<"$r"; grep -q "row 2: length" <<<"$r"'
 # fail: exit 3 naming the line.
 t jsonl_not_json_fail 3 "input line 2: not valid JSON" \
   'lines "{\"prompt\": \"hi\"}" "{\"prompt\": hi}"; sed -i "s/^  path: in.jsonl/&\n  on_bad_line: fail/" job.yaml'
@@ -288,12 +301,43 @@ t jsonl_empty_line_in_middle_fail 3 "input line 2: empty line" \
   'lines "{\"prompt\": \"a\"}" "" "{\"prompt\": \"b\"}"; sed -i "s/^  path: in.jsonl/&\n  on_bad_line: fail/" job.yaml'
 t jsonl_empty_line_in_middle_record 0 "row 1: error: input line 2: empty line" \
   'lines "{\"prompt\": \"a\"}" "" "{\"prompt\": \"b\"}" "" ""' '' \
-  'h5_rows | grep -q "^rows 3$" && h5_rows | grep -q "row 2: length"'
+  'r=$(h5_rows); grep -q "^rows 3$" <<<"$r"; grep -q "row 2: length" <<<"$r"'
 t jsonl_prompt_too_long 0 "row 1: error: .*(too long|context|max_position_embeddings)" \
   'printf "{\"prompt\": \"hi\"}\n{\"prompt\": \"%s\"}\n{\"prompt\": \"bye\"}\n" "$(long_prompt 600)" >in.jsonl' '' \
-  'h5_rows | grep -q "row 2: length"; "$TPBATCH" inspect out.h5 | grep -E "errors +1 row"'
-t jsonl_empty_input_file 0 "rows 0" ': >in.jsonl' '' '"$TPBATCH" inspect out.h5 | grep -E "rows +0 / 0"'
-t jsonl_only_blank_lines 0 "rows 0" 'printf "\n  \n\n" >in.jsonl' '' '"$TPBATCH" inspect out.h5 | grep -E "rows +0 / 0"'
+  'r=$(h5_rows); grep -q "row 2: length" <<<"$r"; i=$("$TPBATCH" inspect out.h5); grep -qE "errors +1 row" <<<"$i"'
+t jsonl_empty_input_file 0 "rows 0" ': >in.jsonl' '' 'i=$("$TPBATCH" inspect out.h5); grep -qE "rows +0 / 0" <<<"$i"'
+t jsonl_only_blank_lines 0 "rows 0" 'printf "\n  \n\n" >in.jsonl' '' 'i=$("$TPBATCH" inspect out.h5); grep -qE "rows +0 / 0" <<<"$i"'
+
+# ================================== engine limits and empty prompts ================================
+t engine_kv_cache_too_small 0 "row 0: error: (input line 1: )?prompt of [0-9]+ tokens does not fit the KV cache" \
+  'printf "{\"prompt\": \"%s\"}\n{\"prompt\": \"hi\"}\n" "$(long_prompt 40)" >in.jsonl; add "engine:" "  kv_cache_tokens: 16"' '' \
+  'r=$(h5_rows); grep -q "row 1: length" <<<"$r"'
+t jsonl_empty_prompt_without_bos 0 "row 0: error: input line 1: the prompt has no tokens" \
+  'tok_edit "j[\"post_processor\"] = None"; lines "{\"prompt\": \"\"}" "{\"prompt\": \"hi\"}"' '' \
+  'r=$(h5_rows); grep -q "row 1: length" <<<"$r"'
+# Score task, tokenizer without BOS, empty prompt and no completion: an error row, not a dead job.
+XF="replica.cpp RowAdmitter::admit/to_result: score_from 1 > 0 tokens -> vector length_error, job exits 1" \
+t score_empty_prompt_without_bos 0 "row 0: error: input line 1: .*no tokens" \
+  'tok_edit "j[\"post_processor\"] = None"; add "task: score"; lines "{\"prompt\": \"\"}" "{\"prompt\": \"hi there\"}"'
+# Score task, no BOS, empty prompt with a completion: the first completion token has no context to be
+# scored from; either an error row or one logprob per output token, never a misaligned row.
+XF="replica.cpp RowAdmitter::admit: score_from 0 -> /output_tokens has n ids but /output_logprobs n-1, shifted" \
+t score_completion_without_context 0 "rows 2" \
+  'tok_edit "j[\"post_processor\"] = None"; add "task: score"
+   lines "{\"prompt\": \"\", \"completion\": \"the dog\"}" "{\"prompt\": \"a\", \"completion\": \"b\"}"' '' \
+  '"$PY" -c "
+import h5py
+f = h5py.File(\"out.h5\", \"r\")
+for i in range(2):
+    if f[\"finish_reason\"][i] != b\"error\":
+        assert len(f[\"output_tokens\"][i]) == len(f[\"output_logprobs\"][i]), (i, f[\"output_tokens\"][i], f[\"output_logprobs\"][i])
+"'
+# A tokenizer that knows one more token than the model's embedding (config vocab_size 512): id 512 is
+# not a token of the model.
+XF="replica.cpp RowAdmitter::admit checks tokens_field ids against tok_.vocab_size() (513), not config vocab_size (512); id 512 is embedded as zeros" \
+t jsonl_token_id_beyond_model_vocab 3 "input line 2: token id 512 out of range \[0, 512\)" \
+  'tok_edit "j[\"added_tokens\"].append(dict(id=512, content=\"<extra>\", single_word=False, lstrip=False, rstrip=False, normalized=False, special=False))"
+   lines "{\"ids\": [1, 5]}" "{\"ids\": [1, 512]}"; sed -i "s/^  path: in.jsonl/&\n  tokens_field: ids\n  on_bad_line: fail/" job.yaml'
 
 # ================================== output file ===================================================
 t out_exists_if_exists_fail 2 "output 'out\.h5' exists \(output\.if_exists: fail\)" \
@@ -315,7 +359,8 @@ t mpi_unknown_key_np2 2 "unknown key 'sampling\.temprature'.*did you mean 'sampl
   'job "model: m" "input:" "  path: in.jsonl" "sampling:" "  temprature: 0.5"' 'mpi 2 job.yaml'
 t mpi_bad_tokenizer_dp2 1 "tokenizer\.json" 'tok_edit "del j[\"model\"][\"vocab\"]"' 'mpi 2 job.yaml'
 
-echo "$PASSED passed, $FAILED failed ($((SECONDS))s)"
+echo "$PASSED passed, $FAILED failed, $XFAILED known bugs (xfail) ($((SECONDS))s)"
+((${#XPASSED_NAMES[@]} == 0)) || echo "xpass (known bug fixed, drop the XF mark): ${XPASSED_NAMES[*]}"
 if ((FAILED)); then
   echo "failed: ${FAILED_NAMES[*]}"
   exit 1

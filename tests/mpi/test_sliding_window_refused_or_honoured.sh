@@ -21,17 +21,18 @@ import json
 for rid, n in (("short", 6), ("boundary", 9), ("long", 30), ("longer", 40)):
     print(json.dumps({"id": rid, "tokens": [1] + [300 + (7 * i) % 200 for i in range(n - 1)]}))
 PY
-write_job "$WORK/job.yaml" "$WORK/mistral" "$WORK/rows.jsonl" "$WORK/out.h5" \
-  "  tokens_field: tokens" "sampling:" "  max_new_tokens: 8" "  ignore_eos: true"
-# write_job puts input keys right after input.path; tokens_field above lands under output: move it.
-$PY - "$WORK/job.yaml" <<'PY'
-import sys
-lines = open(sys.argv[1]).read().splitlines()
-tf = [l for l in lines if "tokens_field" in l][0]
-lines.remove(tf)
-lines.insert(lines.index("input:") + 2, tf)
-open(sys.argv[1], "w").write("\n".join(lines) + "\n")
-PY
+cat >"$WORK/job.yaml" <<EOF
+model: $WORK/mistral
+input:
+  path: $WORK/rows.jsonl
+  tokens_field: tokens
+output:
+  path: $WORK/out.h5
+  if_exists: overwrite
+sampling:
+  max_new_tokens: 8
+  ignore_eos: true
+EOF
 for tp in 1 2; do
   echo "== mistral, sliding_window 16, tensor $tp"
   mpirun_tpbatch "$tp" "$WORK/job.yaml" --set parallel.tensor="$tp" 2>"$WORK/log" ||

@@ -40,6 +40,8 @@ cleanup() {
 trap cleanup EXIT
 
 show_logs() {
+  scontrol show job 2>/dev/null
+  sinfo -N -l 2>/dev/null
   for f in "$WORK"/log/* "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f"; tail -n 30 "$f"; }; done
 }
 die() { show_logs >&2; fail "$@"; }

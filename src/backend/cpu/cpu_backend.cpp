@@ -107,8 +107,9 @@ class CpuBackend final : public Backend {
         for (int64_t h = 0; h < q_heads; ++h) {
           const float* qh = q + row * q_stride + h * hd;
           const int64_t g = h / group;
+          const int64_t first = kv.window > 0 ? std::max<int64_t>(0, last - kv.window + 1) : 0;
           float mx = -INFINITY;
-          for (int64_t p = 0; p <= last; ++p) {
+          for (int64_t p = first; p <= last; ++p) {
             const float* kp = slot(k_cache, s, p, g);
             float dot = 0.0f;
             for (int64_t d = 0; d < hd; ++d) dot += qh[d] * kp[d];
@@ -116,12 +117,12 @@ class CpuBackend final : public Backend {
             mx = std::max(mx, scores[p]);
           }
           float denom = 0.0f;
-          for (int64_t p = 0; p <= last; ++p) {
+          for (int64_t p = first; p <= last; ++p) {
             scores[p] = std::exp(scores[p] - mx);
             denom += scores[p];
           }
           std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int64_t p = 0; p <= last; ++p) {
+          for (int64_t p = first; p <= last; ++p) {
             const float* vp = slot(v_cache, s, p, g);
             const float wgt = scores[p];
             for (int64_t d = 0; d < hd; ++d) acc[d] += wgt * vp[d];
