@@ -13,6 +13,7 @@ PACKAGES=(
   libcli11-dev
   libopenblas-dev
   libpcre2-dev libicu-dev
+  clang libclang-rt-14-dev
   python3 python3-numpy python3-h5py
   slurmctld slurmd slurm-client munge libpmix-dev
 )

@@ -221,6 +221,9 @@ t cfg_zero_layers 1 "config\.json: key 'num_hidden_layers': must be positive" 'c
 t cfg_kv_heads_not_dividing 1 "config\.json: key 'num_key_value_heads'" 'cfg_edit "j[\"num_key_value_heads\"] = 3"'
 t cfg_unsupported_activation 1 "config\.json: key 'hidden_act': unsupported activation 'gelu'" \
   'cfg_edit "j[\"hidden_act\"] = \"gelu\""'
+# A number too large for a double: nlohmann throws out_of_range (not parse_error).
+XF="config.cpp (read of config.json) catches only json::parse_error; out_of_range.406 escapes, message lacks the file" \
+t cfg_number_overflows_double 1 "m/config\.json: not valid JSON.*1e999" 'sed -i "s/\"rope_theta\": 10000.0/\"rope_theta\": 1e999/" m/config.json'
 t cfg_eos_outside_vocab 1 "config\.json: key 'eos_token_id'.*outside the vocabulary" 'cfg_edit "j[\"eos_token_id\"] = 9999"'
 
 # ================================== model folder: model.safetensors ===============================
@@ -232,6 +235,8 @@ t st_header_length_past_file 1 "model\.safetensors: header length [0-9]+ runs pa
   'st_edit "raw = struct.pack(\"<Q\", 10**9) + b\"{}\""'
 t st_header_not_json 1 "model\.safetensors: header is not valid JSON" \
   'st_edit "hb = json.dumps(h).encode()[:-5]; raw = struct.pack(\"<Q\", len(hb)) + hb + data"'
+t st_header_number_overflows_double 1 "model\.safetensors: header is not valid JSON.*number overflow" \
+  'st_edit "hb = json.dumps(h).encode().replace(b\"\\\"format\\\": \\\"pt\\\"\", b\"\\\"x\\\": 1e999\"); raw = struct.pack(\"<Q\", len(hb)) + hb + data"'
 t st_offsets_past_file 1 "tensor 'model\.norm\.weight': data_offsets .* run past the end" \
   'st_edit "o = h[\"model.norm.weight\"][\"data_offsets\"]; h[\"model.norm.weight\"][\"data_offsets\"] = [len(data) - 128, len(data) + 128]"'
 t st_overlapping_tensors 1 "tensor 'model\.layers\.0\.input_layernorm\.weight' bytes \[[0-9]+, [0-9]+\) overlap tensor 'model\.embed_tokens\.weight'" \

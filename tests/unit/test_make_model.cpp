@@ -57,6 +57,7 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const ModelConfig& 
       t[p + "self_attn.q_proj.bias"] = {q};
       t[p + "self_attn.k_proj.bias"] = {kv};
       t[p + "self_attn.v_proj.bias"] = {kv};
+      if (c.architecture == "LlamaForCausalLM") t[p + "self_attn.o_proj.bias"] = {c.hidden_size};
     }
     t[p + "mlp.gate_proj.weight"] = {c.intermediate_size, c.hidden_size};
     t[p + "mlp.up_proj.weight"] = {c.intermediate_size, c.hidden_size};
