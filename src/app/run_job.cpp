@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <mpi.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -113,6 +114,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
 
   // 3. This rank's shard of the weights, and the tokenizer.
   openblas_set_num_threads(blas_threads(job, topo));
+  omp_set_num_threads(blas_threads(job, topo));  // the CPU backend's own loops (attention)
   std::unique_ptr<Backend> backend = make_cpu_backend();
   std::optional<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;

@@ -61,7 +61,8 @@ class RowAdmitter {
   std::unique_ptr<Sequence> admit(const WorkItem& item, std::vector<RowResult>& immediate) {
     InputRow row;
     try {
-      row = parse_input_row(item.line, item.index, job_, tok_.vocab_size());
+      // Token ids must index the model's embedding (and the tokenizer's vocabulary).
+      row = parse_input_row(item.line, item.index, job_, std::min<int64_t>(tok_.vocab_size(), cfg_.vocab_size));
     } catch (const BadLine& bad) {
       if (job_.input.on_bad_line == "fail")
         throw Error(bad.reason + " (input.on_bad_line: fail)", kExitBadInput);
@@ -75,6 +76,13 @@ class RowAdmitter {
     s->eos_ids = cfg_.eos_token_ids;
     s->arrived = Clock::now();
     s->tokens = row.tokens ? *row.tokens : tok_.encode(*row.text, true);
+    for (int32_t id : s->tokens)
+      if (id >= cfg_.vocab_size) {  // tokenizer.json has more tokens than the model's embedding
+        immediate.push_back(error_row(row.index, row.id, "input line " + std::to_string(item.index + 1) +
+                                      ": the tokenizer produced id " + std::to_string(id) +
+                                      ", outside the model's vocabulary of " + std::to_string(cfg_.vocab_size)));
+        return nullptr;
+      }
     s->prompt_len = static_cast<int64_t>(s->tokens.size());
     const int64_t max_pos = cfg_.max_position_embeddings;
     const std::string line = "input line " + std::to_string(item.index + 1) + ": ";
@@ -84,6 +92,11 @@ class RowAdmitter {
         const std::vector<int32_t> c = tok_.encode(*row.completion, false);
         s->tokens.insert(s->tokens.end(), c.begin(), c.end());
         s->score_from = s->prompt_len;
+        if (s->prompt_len == 0) {
+          immediate.push_back(error_row(row.index, row.id, line + "the prompt is empty and the tokenizer adds no BOS, "
+                                        "so the completion's first token has no context to be scored in"));
+          return nullptr;
+        }
       } else {
         s->score_from = 1;  // perplexity of the prompt itself
       }
@@ -93,7 +106,11 @@ class RowAdmitter {
                                       std::to_string(max_pos)));
         return nullptr;
       }
-      if (s->score_from >= static_cast<int64_t>(s->tokens.size()) || s->tokens.empty()) {
+      if (s->tokens.empty()) {
+        immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));
+        return nullptr;
+      }
+      if (s->score_from >= static_cast<int64_t>(s->tokens.size())) {
         s->finish_reason = "scored";  // nothing to score
         immediate.push_back(to_result(*s, true));
         return nullptr;

@@ -112,7 +112,7 @@ json parse_object(const std::string& text, const std::string& file) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers that overflow a double
     throw Error(file + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw Error(file + ": must hold a JSON object, got " + type_name(j));

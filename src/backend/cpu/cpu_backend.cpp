@@ -96,41 +96,44 @@ class CpuBackend final : public Backend {
         }
       }
     }
-    // 2. Causal attention of every row over positions 0..its own.
-    std::vector<float> scores;
-    std::vector<float> acc(hd);
-    for (int64_t si = 0; si < num_seqs; ++si) {
+    // 2. Causal attention of every row over positions 0..its own (a window's worth with sliding
+    // windows). Rows x heads are independent: spread them over the rank's threads.
+    std::vector<std::pair<int64_t, int64_t>> work;  // (sequence, row within it)
+    for (int64_t si = 0; si < num_seqs; ++si)
+      for (int64_t r = 0; r < seqs[si].num_rows; ++r) work.emplace_back(si, r);
+    const int64_t items = static_cast<int64_t>(work.size()) * q_heads;
+#pragma omp parallel for schedule(dynamic, 4) if (items > 8)
+    for (int64_t item = 0; item < items; ++item) {
+      const auto [si, r] = work[item / q_heads];
+      const int64_t h = item % q_heads;
       const AttentionSeq& s = seqs[si];
-      scores.resize(s.pos_begin + s.num_rows);
-      for (int64_t r = 0; r < s.num_rows; ++r) {
-        const int64_t row = s.row_begin + r, last = s.pos_begin + r;
-        for (int64_t h = 0; h < q_heads; ++h) {
-          const float* qh = q + row * q_stride + h * hd;
-          const int64_t g = h / group;
-          const int64_t first = kv.window > 0 ? std::max<int64_t>(0, last - kv.window + 1) : 0;
-          float mx = -INFINITY;
-          for (int64_t p = first; p <= last; ++p) {
-            const float* kp = slot(k_cache, s, p, g);
-            float dot = 0.0f;
-            for (int64_t d = 0; d < hd; ++d) dot += qh[d] * kp[d];
-            scores[p] = dot * scale;
-            mx = std::max(mx, scores[p]);
-          }
-          float denom = 0.0f;
-          for (int64_t p = first; p <= last; ++p) {
-            scores[p] = std::exp(scores[p] - mx);
-            denom += scores[p];
-          }
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int64_t p = first; p <= last; ++p) {
-            const float* vp = slot(v_cache, s, p, g);
-            const float wgt = scores[p];
-            for (int64_t d = 0; d < hd; ++d) acc[d] += wgt * vp[d];
-          }
-          float* oh = out + row * (q_heads * hd) + h * hd;
-          for (int64_t d = 0; d < hd; ++d) oh[d] = acc[d] / denom;
-        }
+      const int64_t row = s.row_begin + r, last = s.pos_begin + r;
+      thread_local std::vector<float> scores, acc;
+      scores.resize(last + 1);
+      acc.assign(hd, 0.0f);
+      const float* qh = q + row * q_stride + h * hd;
+      const int64_t g = h / group;
+      const int64_t first = kv.window > 0 ? std::max<int64_t>(0, last - kv.window + 1) : 0;
+      float mx = -INFINITY;
+      for (int64_t p = first; p <= last; ++p) {
+        const float* kp = slot(k_cache, s, p, g);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < hd; ++d) dot += qh[d] * kp[d];
+        scores[p] = dot * scale;
+        mx = std::max(mx, scores[p]);
       }
+      float denom = 0.0f;
+      for (int64_t p = first; p <= last; ++p) {
+        scores[p] = std::exp(scores[p] - mx);
+        denom += scores[p];
+      }
+      for (int64_t p = first; p <= last; ++p) {
+        const float* vp = slot(v_cache, s, p, g);
+        const float wgt = scores[p];
+        for (int64_t d = 0; d < hd; ++d) acc[d] += wgt * vp[d];
+      }
+      float* oh = out + row * (q_heads * hd) + h * hd;
+      for (int64_t d = 0; d < hd; ++d) oh[d] = acc[d] / denom;
     }
   }
 
