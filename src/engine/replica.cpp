@@ -259,7 +259,9 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   const ModelConfig& cfg = runner.shard().config;
   const int stages = topo.layout.pipeline;
   KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size);
-  Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages}, allocator);
+  Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
+                                      job.engine.admission == "longest_first"},
+                      allocator);
   RowAdmitter admitter(job, tok, cfg);
   StepPipe pipe(topo, runner);
   ReplicaStats stats;

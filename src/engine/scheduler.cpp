@@ -27,6 +27,7 @@ void Scheduler::preempt(size_t i) {
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   alloc_.release(seq->blocks);
   seq->num_computed = 0;  // recompute from its tokens when readmitted
+  seq->preempted = true;
   waiting_.push_front(std::move(seq));
   ++preemptions_;
 }
@@ -80,6 +81,16 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
   step.push_back(e);
 }
 
+// FIFO, except that with longest_first the longest prompt among the waiting rows goes first;
+// preempted sequences (with KV to recompute) always go first, so they cannot starve.
+std::deque<std::unique_ptr<Sequence>>::iterator Scheduler::next_to_admit() {
+  auto best = waiting_.begin();
+  if (!limits_.longest_first || (*best)->num_generated() > 0 || (*best)->preempted) return best;
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
+    if ((*it)->tokens.size() > (*best)->tokens.size()) best = it;
+  return best;
+}
+
 StepInputs Scheduler::schedule() {
   StepInputs in;
   std::vector<Scheduled> step;
@@ -112,11 +123,12 @@ StepInputs Scheduler::schedule() {
   }
   // Then admit waiting sequences while blocks, sequence slots and token budget allow.
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_seqs && room()) {
-    Sequence& s = *waiting_.front();
+    auto next = next_to_admit();
+    Sequence& s = **next;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
     if (!alloc_.grow(s.blocks, s.num_computed + n)) break;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(*next));
+    waiting_.erase(next);
     add_chunk(in, step, s, n);
     budget -= n;
   }

@@ -20,6 +20,7 @@ struct SchedulerLimits {
   int64_t max_seqs = 64;
   int64_t max_batch_tokens = 4096;
   int64_t pipeline_stages = 1;     // micro-batches: each step takes 1/stages of the active sequences
+  bool longest_first = false;      // admit the longest waiting prompt first (packs prefill, less tail)
 };
 
 class Scheduler {
@@ -47,6 +48,7 @@ class Scheduler {
     int64_t num_requests;     // logits requests of this chunk, in step order
     bool samples;             // its (only) request picks the next token
   };
+  std::deque<std::unique_ptr<Sequence>>::iterator next_to_admit();
   void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);
   size_t steps_in_flight() const { return in_flight_.size(); }
 

@@ -25,7 +25,8 @@ struct Sequence {
 
   // Paged KV cache state.
   int64_t num_computed = 0;        // tokens whose K/V are in the cache
-  bool in_flight = false;          // in a pipeline step whose results have not come back
+  bool in_flight = false;
+  bool preempted = false;          // was evicted and waits to be recomputed          // in a pipeline step whose results have not come back
   std::vector<int32_t> blocks;
 
   // Results.

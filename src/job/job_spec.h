@@ -39,14 +39,14 @@ struct EngineSpec {
   int64_t block_size = 16;             // KV cache block, in tokens
   int64_t threads = 0;                 // BLAS threads per rank; 0 = cores / ranks on the node
   double progress_interval = 10.0;     // seconds between progress lines when not on a terminal
-  std::string admission = "fifo";      // fifo | longest_prefix... (look-ahead admission order)
+  std::string admission = "fifo";      // fifo | longest_first: admission order within the look-ahead window
   int64_t lookahead = 64;              // rows a replica reads ahead of what it runs
   bool custom_allreduce = true;        // use the custom intra-node all-reduce when available
   double watchdog_seconds = 300.0;     // a rank silent this long ends the job; 0 = off
 };
 
 // The accepted values of engine.admission.
-inline constexpr const char* kAdmissionPolicies[] = {"fifo", "longest_prefix"};
+inline constexpr const char* kAdmissionPolicies[] = {"fifo", "longest_first"};
 
 struct JobSpec {
   std::string model;                   // resolved model folder
