@@ -18,6 +18,9 @@
 #include "io/result_writer.h"
 #include "plan/plan_command.h"
 #include "tools/make_model.h"
+#ifdef TPBATCH_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 int main(int argc, char** argv) {
   using namespace tpbatch;
@@ -29,7 +32,11 @@ int main(int argc, char** argv) {
   if (!args.empty() && !kCommands.count(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
 
   CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
+#ifdef TPBATCH_HAVE_CUDA
+  app.set_version_flag("--version,-V", std::string("tpbatch ") + version() + " (CUDA backend: " + cuda_build_info() + ")");
+#else
   app.set_version_flag("--version,-V", std::string("tpbatch ") + version());
+#endif
   app.require_subcommand(1);
 
   std::string job_path, results_path, model_dir;

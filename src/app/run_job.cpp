@@ -25,6 +25,7 @@
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
+#include "plan/memory_ledger.h"
 #include "reliability/shutdown.h"
 #include "reliability/watchdog.h"
 #include "tokenizer/tokenizer.h"
@@ -92,7 +93,12 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   int code = collective_check([&] {
     job = load_job(job_path, sets);
     cfg = load_model_config(job.model);
+#ifdef TPBATCH_HAVE_CUDA
+    if (job.device == "cuda")
+      throw Error("device: cuda requested but the engine does not run on the CUDA backend yet (use device: cpu)");
+#else
     if (job.device == "cuda") throw Error("device: cuda requested but this tpbatch was built without the CUDA backend");
+#endif
   });
   if (code) return finish(code);
   code = collective_check([&] { topo = build_topology(job.parallel, cfg); });
@@ -177,6 +183,17 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
         std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
                      name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
                      stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
+      // Allreduce cost per step against the alpha-beta model T = alpha + 2(t-1)/t * S / B.
+      if (topo.layout.tensor > 1 && stats.steps > 0 && topo.tp->stats().count("allreduce")) {
+        const CollectiveStats& ar = topo.tp->stats().at("allreduce");
+        const double t = topo.layout.tensor, steps = static_cast<double>(stats.steps);
+        const double model_s = ar.calls * kCpuAlphaUs * 1e-6 + 2 * (t - 1) / t * ar.bytes / (kCpuBusBandwidthGBs * 1e9);
+        std::fprintf(stderr,
+                     "[tpbatch] allreduce per step: %.1f calls, %.3f ms = %.1f%% of the step (%.3f ms); alpha-beta model "
+                     "(alpha %.1f us, B %.1f GB/s): %.3f ms\n",
+                     ar.calls / steps, ar.seconds / steps * 1e3, 100.0 * ar.seconds / std::max(1e-12, stats.step_seconds),
+                     stats.step_seconds / steps * 1e3, kCpuAlphaUs, kCpuBusBandwidthGBs, model_s / steps * 1e3);
+      }
       while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
       progress.print_final();
       writer->finish(progress.metrics());

@@ -1,0 +1,39 @@
+// Rotate-half RoPE in place, one thread block per row: for head h and i < head_dim/2, with
+// angle = positions[r] * inv_freq[i]: (a, b) = (v[i], v[i+half]) -> (a cos - b sin, b cos + a sin).
+// CPU twin: CpuBackend::rope. The angle and its sine/cosine are computed in double as there
+// (cheap: one sincos per (row, i), shared by the heads), so long positions match too.
+#include "common.cuh"
+#include "kernels.h"
+
+namespace tpbatch::kernels {
+namespace {
+
+__global__ void rope_kernel(float* x, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
+                            const float* inv_freq) {
+  extern __shared__ float cs_sn[];  // [half] cos, then [half] sin
+  const int64_t r = blockIdx.x, half = head_dim / 2;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    double s, c;
+    sincos(static_cast<double>(positions[r]) * inv_freq[i], &s, &c);
+    cs_sn[i] = static_cast<float>(c);
+    cs_sn[half + i] = static_cast<float>(s);
+  }
+  __syncthreads();
+  for (int64_t t = threadIdx.x; t < heads * half; t += blockDim.x) {
+    const int64_t h = t / half, i = t % half;
+    float* v = x + r * row_stride + h * head_dim;
+    const float a = v[i], b = v[i + half], c = cs_sn[i], s = cs_sn[half + i];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+}  // namespace
+
+void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
+          const float* inv_freq, cudaStream_t stream) {
+  if (rows == 0 || heads == 0) return;
+  rope_kernel<<<rows, 128, head_dim * sizeof(float), stream>>>(x, row_stride, heads, head_dim, positions, inv_freq);
+}
+
+}  // namespace tpbatch::kernels

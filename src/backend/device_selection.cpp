@@ -1,0 +1,40 @@
+#include "backend/device_selection.h"
+
+#include "common/error.h"
+
+namespace tpbatch {
+
+int device_for_local_rank(int local_rank, int visible_devices) {
+  if (visible_devices <= 0) throw Error("no CUDA device visible to this rank (check CUDA_VISIBLE_DEVICES)");
+  if (local_rank < 0) throw Error("negative node-local rank " + std::to_string(local_rank));
+  return local_rank % visible_devices;
+}
+
+std::string choose_backend(const std::string& device_setting, bool every_rank_has_gpu) {
+  if (device_setting == "cpu") return "cpu";
+  if (device_setting == "auto") return every_rank_has_gpu ? "cuda" : "cpu";
+  if (device_setting == "cuda") {
+    if (!every_rank_has_gpu)
+      throw JobError("device: cuda requested but not every rank has a CUDA GPU (use device: auto or cpu)");
+    return "cuda";
+  }
+  throw JobError("device: '" + device_setting + "' is not one of cpu, cuda, auto");
+}
+
+AllreduceAlgo use_custom_allreduce(size_t bytes, int ranks, bool p2p, bool enabled) {
+  if (!enabled || !p2p) return AllreduceAlgo::Nccl;
+  if (ranks < 2 || ranks > 8 || ranks % 2 != 0) return AllreduceAlgo::Nccl;
+  if (bytes == 0 || bytes % 16 != 0 || bytes > kCustomAllreduceMaxBytes) return AllreduceAlgo::Nccl;
+  const size_t one_shot_below = ranks <= 4 ? (512u << 10) : (256u << 10);
+  return bytes < one_shot_below ? AllreduceAlgo::OneShot : AllreduceAlgo::TwoShot;
+}
+
+int graph_bucket(int batch) {
+  if (batch <= 1) return 1;
+  if (batch <= 2) return 2;
+  if (batch <= 4) return 4;
+  if (batch > kMaxGraphBatch) return 0;
+  return (batch + 7) / 8 * 8;
+}
+
+}  // namespace tpbatch

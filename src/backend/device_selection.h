@@ -1,0 +1,31 @@
+#pragma once
+// Device and algorithm choices for the CUDA backend that need no GPU to decide, so they are
+// compiled in every build and unit-tested on CPU machines (tests/unit/test_device_selection.cpp).
+#include <cstddef>
+#include <string>
+
+namespace tpbatch {
+
+// The GPU a rank drives: its node-local rank modulo the devices it sees (ranks share GPUs when
+// there are more ranks than devices). Throws Error when no device is visible or local_rank < 0.
+int device_for_local_rank(int local_rank, int visible_devices);
+
+// The backend for a job's `device:` setting: "cpu" -> "cpu"; "cuda" -> "cuda" when every rank has
+// a GPU, else a JobError naming the problem; "auto" -> "cuda" only when every rank has a GPU.
+std::string choose_backend(const std::string& device_setting, bool every_rank_has_gpu);
+
+// Which allreduce to use for a message (vLLM's custom allreduce rules): NCCL when the custom
+// kernels are disabled, without P2P between all ranks, for 1 or more than 8 ranks, odd rank
+// counts, sizes not a multiple of 16 bytes or above 8 MiB; otherwise one-shot below 512 KiB
+// (<= 4 ranks) or 256 KiB (6-8 ranks), two-shot above.
+enum class AllreduceAlgo { Nccl, OneShot, TwoShot };
+AllreduceAlgo use_custom_allreduce(size_t bytes, int ranks, bool p2p, bool enabled);
+
+inline constexpr size_t kCustomAllreduceMaxBytes = 8u << 20;
+
+// CUDA-graph batch buckets, as vLLM captures them: 1, 2, 4, 8, 16, 24, ..., 256. Returns the
+// smallest bucket >= batch (1 for batch <= 1), 0 when batch is above the largest (run eagerly).
+int graph_bucket(int batch);
+inline constexpr int kMaxGraphBatch = 256;
+
+}  // namespace tpbatch
