@@ -14,7 +14,23 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
+constexpr size_t kReservoirSize = 1 << 16;
+
 }  // namespace
+
+void Progress::Reservoir::add(double v) {
+  ++seen;
+  if (values.size() < kReservoirSize) {
+    values.push_back(v);
+    return;
+  }
+  // Algorithm R with a fixed-seed hash as the random source: keep v with probability size/seen.
+  uint64_t h = seen * 0x9E3779B97F4A7C15ull;
+  h = (h ^ (h >> 31)) * 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  const uint64_t slot = h % seen;
+  if (slot < kReservoirSize) values[slot] = v;
+}
 
 Progress::Progress(int64_t total_rows, int64_t already_done, double interval, std::FILE* out)
     : out_(out), tty_(isatty(fileno(out)) != 0), interval_(interval), total_(total_rows), done_(already_done),
@@ -25,8 +41,8 @@ void Progress::row_done(const RowResult& row, double ttft, double tpot) {
   if (row.finish_reason == "error") ++errors_;
   prompt_tokens_ += static_cast<int64_t>(row.prompt_tokens.size());
   output_tokens_ += static_cast<int64_t>(row.output_tokens.size());
-  if (ttft > 0) ttft_.push_back(ttft);
-  if (tpot > 0) tpot_.push_back(tpot);
+  if (ttft > 0) ttft_.add(ttft);
+  if (tpot > 0) tpot_.add(tpot);
 }
 
 void Progress::maybe_print() {
@@ -67,12 +83,12 @@ RunMetrics Progress::metrics() const {
   m.output_tokens = output_tokens_;
   m.output_tokens_per_second = m.wall_seconds > 0 ? output_tokens_ / m.wall_seconds : 0.0;
   m.total_tokens_per_second = m.wall_seconds > 0 ? (prompt_tokens_ + output_tokens_) / m.wall_seconds : 0.0;
-  m.ttft_p50 = percentile(ttft_, 0.5);
-  m.ttft_p90 = percentile(ttft_, 0.9);
-  m.ttft_p99 = percentile(ttft_, 0.99);
-  m.tpot_p50 = percentile(tpot_, 0.5);
-  m.tpot_p90 = percentile(tpot_, 0.9);
-  m.tpot_p99 = percentile(tpot_, 0.99);
+  m.ttft_p50 = percentile(ttft_.values, 0.5);
+  m.ttft_p90 = percentile(ttft_.values, 0.9);
+  m.ttft_p99 = percentile(ttft_.values, 0.99);
+  m.tpot_p50 = percentile(tpot_.values, 0.5);
+  m.tpot_p90 = percentile(tpot_.values, 0.9);
+  m.tpot_p99 = percentile(tpot_.values, 0.99);
   return m;
 }
 

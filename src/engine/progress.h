@@ -26,7 +26,13 @@ class Progress {
   double interval_;
   int64_t total_, done_, skipped_;
   int64_t errors_ = 0, prompt_tokens_ = 0, output_tokens_ = 0;
-  std::vector<double> ttft_, tpot_;
+  // Bounded samples for the percentiles (reservoir sampling): memory stays flat however many rows.
+  struct Reservoir {
+    std::vector<double> values;
+    uint64_t seen = 0;
+    void add(double v);
+  };
+  Reservoir ttft_, tpot_;
   std::chrono::steady_clock::time_point start_, last_print_;
 };
 
