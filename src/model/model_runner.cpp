@@ -133,6 +133,7 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
     be_.matmul_nt(normed.data(), shard_.lm_head_weights(), logits, n, vn, H);
 
     mine.resize(n);
+#pragma omp parallel for if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
       const float* row = logits + i * vn;
       ShardStats st{-std::numeric_limits<float>::infinity(), 0, 0.0f, std::numeric_limits<float>::quiet_NaN()};
