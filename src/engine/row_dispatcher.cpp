@@ -165,9 +165,10 @@ void RowDispatcher::record(const RowResult& row) {
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
   writer_.write(row);
   const double t = now_seconds();
-  if (t - last_flush_ > 1.0) {  // bound what a crash can lose: at most a second of rows
+  if (t - last_flush_ > 1.0 || ++unflushed_ >= 64) {  // a crash loses at most a second or 64 rows
     writer_.flush();
     last_flush_ = t;
+    unflushed_ = 0;
   }
   progress_.maybe_print();
 }

@@ -42,6 +42,7 @@ class RowDispatcher {
   bool exhausted_ = false;
   int64_t next_index_ = 0;
   double last_flush_ = 0;
+  int64_t unflushed_ = 0;
 };
 
 // Replica 0's work source: calls the dispatcher on the same rank.
