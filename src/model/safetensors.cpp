@@ -339,6 +339,21 @@ void WeightStore::expect_shape(const std::string& name, const std::vector<int64_
                 shape_str(shape));
 }
 
+// Rows of 16-bit floats (F16 or BF16) to float32, one element at a time through `to_float`.
+template <typename ToFloat>
+void convert_16bit_rows(const std::byte* base, size_t row_stride, int64_t nrows, int64_t ncols, float* out,
+                        ToFloat to_float) {
+  for (int64_t r = 0; r < nrows; ++r) {
+    const std::byte* src = base + size_t(r) * row_stride;
+    float* dst = out + size_t(r) * size_t(ncols);
+    for (int64_t c = 0; c < ncols; ++c) {
+      uint16_t h;
+      std::memcpy(&h, src + size_t(c) * 2, 2);
+      dst[c] = to_float(h);
+    }
+  }
+}
+
 void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
                            float* out) const {
   const TensorInfo& t = tensor(name);
@@ -374,26 +389,10 @@ void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows,
       }
       break;
     case DType::F16:
-      for (int64_t r = 0; r < nrows; ++r) {
-        const std::byte* src = base + size_t(r) * row_stride;
-        float* dst = out + size_t(r) * size_t(ncols);
-        for (int64_t c = 0; c < ncols; ++c) {
-          uint16_t h;
-          std::memcpy(&h, src + size_t(c) * 2, 2);
-          dst[c] = half_to_float(h);
-        }
-      }
+      convert_16bit_rows(base, row_stride, nrows, ncols, out, half_to_float);
       break;
     case DType::BF16:
-      for (int64_t r = 0; r < nrows; ++r) {
-        const std::byte* src = base + size_t(r) * row_stride;
-        float* dst = out + size_t(r) * size_t(ncols);
-        for (int64_t c = 0; c < ncols; ++c) {
-          uint16_t h;
-          std::memcpy(&h, src + size_t(c) * 2, 2);
-          dst[c] = bf16_to_float(h);
-        }
-      }
+      convert_16bit_rows(base, row_stride, nrows, ncols, out, bf16_to_float);
       break;
   }
 }
