@@ -20,24 +20,6 @@
 
 namespace tpbatch {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-  }
-  return 0;
-}
-
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-  }
-  return "?";
-}
-
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -63,27 +45,6 @@ bool parse_dtype(const std::string& s, DType& out) {
   else if (s == "BF16") out = DType::BF16;
   else return false;
   return true;
-}
-
-// IEEE half -> float (handles subnormals, inf, NaN); integer and exact float ops only.
-inline float half_to_float(uint16_t h) {
-  uint32_t bits = uint32_t(h & 0x7fffu) << 13;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  f *= 0x1.0p112f;  // rebias the exponent (15 -> 127); subnormals come out right too
-  uint32_t o;
-  std::memcpy(&o, &f, 4);
-  if (f >= 65536.0f) o |= 255u << 23;  // was inf / NaN
-  o |= uint32_t(h & 0x8000u) << 16;
-  std::memcpy(&f, &o, 4);
-  return f;
-}
-
-inline float bf16_to_float(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 }  // namespace
@@ -339,23 +300,8 @@ void WeightStore::expect_shape(const std::string& name, const std::vector<int64_
                 shape_str(shape));
 }
 
-// Rows of 16-bit floats (F16 or BF16) to float32, one element at a time through `to_float`.
-template <typename ToFloat>
-void convert_16bit_rows(const std::byte* base, size_t row_stride, int64_t nrows, int64_t ncols, float* out,
-                        ToFloat to_float) {
-  for (int64_t r = 0; r < nrows; ++r) {
-    const std::byte* src = base + size_t(r) * row_stride;
-    float* dst = out + size_t(r) * size_t(ncols);
-    for (int64_t c = 0; c < ncols; ++c) {
-      uint16_t h;
-      std::memcpy(&h, src + size_t(c) * 2, 2);
-      dst[c] = to_float(h);
-    }
-  }
-}
-
-void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
-                           float* out) const {
+void WeightStore::read(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols, DType to,
+                       void* out) const {
   const TensorInfo& t = tensor(name);
   int64_t rows = 0, cols = 0;
   if (t.shape.size() == 2) {
@@ -367,7 +313,7 @@ void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows,
   } else if (t.shape.empty()) {
     rows = cols = 1;
   } else {
-    throw Error(t.file + ": tensor '" + name + "': read_f32 needs a 1-D or 2-D tensor, shape is " + shape_str(t.shape));
+    throw Error(t.file + ": tensor '" + name + "': reading needs a 1-D or 2-D tensor, shape is " + shape_str(t.shape));
   }
   if (row0 < 0 || nrows < 0 || col0 < 0 || ncols < 0 || row0 > rows - nrows || col0 > cols - ncols)
     throw Error(t.file + ": tensor '" + name + "' of shape " + shape_str(t.shape) + ": block rows [" +
@@ -379,22 +325,44 @@ void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows,
   const size_t es = dtype_size(t.dtype);
   const std::byte* base = t.data + (size_t(row0) * size_t(cols) + size_t(col0)) * es;
   const size_t row_stride = size_t(cols) * es;
-  switch (t.dtype) {
-    case DType::F32:
-      if (ncols == cols) {
-        std::memcpy(out, base, size_t(nrows) * size_t(cols) * 4);
-      } else {
-        for (int64_t r = 0; r < nrows; ++r)
-          std::memcpy(out + size_t(r) * size_t(ncols), base + size_t(r) * row_stride, size_t(ncols) * 4);
-      }
-      break;
-    case DType::F16:
-      convert_16bit_rows(base, row_stride, nrows, ncols, out, half_to_float);
-      break;
-    case DType::BF16:
-      convert_16bit_rows(base, row_stride, nrows, ncols, out, bf16_to_float);
-      break;
+  auto* dst = static_cast<std::byte*>(out);
+  const size_t out_row = size_t(ncols) * dtype_size(to);
+  if (to == t.dtype) {  // the storage type: plain row copies
+    if (ncols == cols) {
+      std::memcpy(dst, base, size_t(nrows) * out_row);
+    } else {
+      for (int64_t r = 0; r < nrows; ++r) std::memcpy(dst + size_t(r) * out_row, base + size_t(r) * row_stride, out_row);
+    }
+    return;
   }
+  if (to == DType::I32) throw Error(t.file + ": tensor '" + name + "' cannot be read as I32");
+  auto load = [&](const std::byte* p) -> float {
+    uint16_t h;
+    float f;
+    switch (t.dtype) {
+      case DType::F16: std::memcpy(&h, p, 2); return f16_to_f32(h);
+      case DType::BF16: std::memcpy(&h, p, 2); return bf16_to_f32(h);
+      default: std::memcpy(&f, p, 4); return f;
+    }
+  };
+  for (int64_t r = 0; r < nrows; ++r) {
+    const std::byte* src = base + size_t(r) * row_stride;
+    std::byte* d = dst + size_t(r) * out_row;
+    for (int64_t c = 0; c < ncols; ++c) {
+      const float f = load(src + size_t(c) * es);
+      if (to == DType::F32) {
+        std::memcpy(d + size_t(c) * 4, &f, 4);
+      } else {
+        const uint16_t h = to == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+        std::memcpy(d + size_t(c) * 2, &h, 2);
+      }
+    }
+  }
+}
+
+void WeightStore::read_f32(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
+                           float* out) const {
+  read(name, row0, nrows, col0, ncols, DType::F32, out);
 }
 
 void WeightStore::drop_page_cache() const {

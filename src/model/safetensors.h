@@ -9,11 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/dtype.h"
+
 namespace tpbatch {
 
-enum class DType : uint8_t { F32, F16, BF16 };
-size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);
 
 struct TensorInfo {
   std::string name;
@@ -54,6 +53,9 @@ class WeightStore {
   // those bytes from the mapping: this is how tensor-parallel ranks load just their shard.
   void read_f32(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols,
                 float* out) const;
+  // The same block converted to `to` (F32, BF16 or F16; a plain copy when it is the storage type).
+  void read(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols, DType to,
+            void* out) const;
 
   // Releases the mapping's resident pages (after the shards were copied out).
   void drop_page_cache() const;
