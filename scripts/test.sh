@@ -9,7 +9,12 @@ BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 # mpirun as root (containers, CI) must be allowed explicitly.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rm -f /dev/shm/vader_segment.* 2>/dev/null || true   # left behind by killed MPI jobs
+# Start from a clean MPI state: killed jobs leave shared-memory segments and Open MPI session
+# directories (/tmp/ompi.<host>.<uid>/) behind, and a later launcher can trip over their files.
+if ! pgrep -x 'mpirun|orterun|orted|prterun|prted' >/dev/null 2>&1; then
+  rm -f /dev/shm/vader_segment.* 2>/dev/null || true
+  rm -rf "${TMPDIR:-/tmp}"/ompi.* "${TMPDIR:-/tmp}"/pmix-* 2>/dev/null || true
+fi
 CUDA_ARGS=(-DTPBATCH_CUDA="${TPBATCH_CUDA:-AUTO}")
 [ -x /usr/local/cuda/bin/nvcc ] && CUDA_ARGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${CUDA_ARGS[@]}" >/dev/null
