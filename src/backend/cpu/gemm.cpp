@@ -1,0 +1,171 @@
+// gemm_nt: path choice (row-blocked vs panel sgemm), the thread split over n, the ISA dispatch.
+// The kernels themselves are in gemm_avx2.cpp and gemm_portable.cpp.
+#include "backend/cpu/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/gemm_kernels.h"
+
+namespace tpbatch::cpu {
+namespace {
+
+using detail::GemmArgs;
+
+GemmIsa detected_isa() {
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    return GemmIsa::Avx2Fma;
+#endif
+  return GemmIsa::Portable;
+}
+
+// -1: no override (use the detected ISA); else a GemmIsa forced by a test.
+std::atomic<int> g_isa_override{-1};
+
+GemmIsa current_isa() {
+  static const GemmIsa detected = detected_isa();
+  const int forced = g_isa_override.load(std::memory_order_relaxed);
+  return forced < 0 ? detected : static_cast<GemmIsa>(forced);
+}
+
+void rows_kernel(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  if (isa == GemmIsa::Avx2Fma) return detail::rows_avx2(a, n0, n1);
+#endif
+  (void)isa;
+  detail::rows_portable(a, n0, n1);
+}
+
+void widen_kernel(GemmIsa isa, const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  if (isa == GemmIsa::Avx2Fma) return detail::widen_avx2(a, r0, rows, out);
+#endif
+  (void)isa;
+  detail::widen_portable(a, r0, rows, out);
+}
+
+// Panel path on weight rows [n0, n1): OpenBLAS sgemm (single-threaded; we are inside one of
+// OpenMP's threads) straight on fp32 weights, or on panels of 16-bit weights widened into a
+// thread-local scratch of about kPanelBytes, so the panel is still in L2 when sgemm packs it.
+constexpr int64_t kPanelBytes = 384 << 10;
+
+void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
+  if (n1 <= n0) return;
+  if (a.wtype == DType::F32) {
+    const float* w = static_cast<const float*>(a.w) + n0 * a.ldw;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(a.m), int(n1 - n0), int(a.k), 1.0f, a.x, int(a.ldx), w,
+                int(a.ldw), 0.0f, a.y + n0, int(a.ldy));
+    return;
+  }
+  const int64_t nc = std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16);
+  thread_local std::vector<float> panel;
+  panel.resize(size_t(nc * a.k));
+  for (int64_t j = n0; j < n1; j += nc) {
+    const int64_t rows = std::min(nc, n1 - j);
+    widen_kernel(isa, a, j, rows, panel.data());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(a.m), int(rows), int(a.k), 1.0f, a.x, int(a.ldx),
+                panel.data(), int(a.k), 0.0f, a.y + j, int(a.ldy));
+  }
+}
+
+// Rows of x from which the panel path beats the row-blocked kernel, per weight type (AVX2;
+// measured with tpbatch_gemm_bench on Zen 3, 1 and 2 threads, the 125M model's shapes).
+int64_t panel_min_rows(GemmIsa isa, DType wtype) {
+  if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
+  return wtype == DType::F32 ? 48 : 48;
+}
+
+void check_args(const GemmArgs& a) {
+  if (a.wtype != DType::F32 && a.wtype != DType::BF16 && a.wtype != DType::F16)
+    throw std::invalid_argument(std::string("gemm_nt: weights must be F32, BF16 or F16, got ") +
+                                dtype_name(a.wtype));
+  if (a.m < 0 || a.n < 0 || a.k < 0)
+    throw std::invalid_argument("gemm_nt: negative size m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
+                                " k=" + std::to_string(a.k));
+  if (a.ldx < a.k || a.ldw < a.k || a.ldy < a.n)
+    throw std::invalid_argument("gemm_nt: row stride below the row length (ldx=" + std::to_string(a.ldx) +
+                                " ldw=" + std::to_string(a.ldw) + " k=" + std::to_string(a.k) +
+                                ", ldy=" + std::to_string(a.ldy) + " n=" + std::to_string(a.n) + ")");
+  constexpr int64_t kIntMax = 2147483647;  // OpenBLAS takes int sizes
+  if (a.m > kIntMax || a.n > kIntMax || a.ldx > kIntMax || a.ldw > kIntMax || a.ldy > kIntMax)
+    throw std::invalid_argument("gemm_nt: a size or stride exceeds 2^31-1");
+}
+
+}  // namespace
+
+const char* gemm_path_name(GemmPath path) {
+  switch (path) {
+    case GemmPath::Auto: return "auto";
+    case GemmPath::RowBlocked: return "row-blocked";
+    case GemmPath::Panel: return "panel-sgemm";
+  }
+  return "?";
+}
+
+const char* gemm_isa_name(GemmIsa isa) { return isa == GemmIsa::Avx2Fma ? "avx2-fma-f16c" : "portable"; }
+
+GemmIsa gemm_isa() { return current_isa(); }
+
+void set_gemm_isa_for_testing(GemmIsa isa) {
+  if (isa == GemmIsa::Avx2Fma && detected_isa() != GemmIsa::Avx2Fma)
+    throw std::invalid_argument("set_gemm_isa_for_testing: this CPU lacks AVX2/FMA/F16C");
+  g_isa_override.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+void reset_gemm_isa_for_testing() { g_isa_override.store(-1, std::memory_order_relaxed); }
+
+GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k) {
+  (void)n;
+  (void)k;
+  return m >= panel_min_rows(current_isa(), wtype) ? GemmPath::Panel : GemmPath::RowBlocked;
+}
+
+void gemm_nt(const float* x, const void* w, DType wtype, float* y, int64_t m, int64_t n, int64_t k) {
+  gemm_nt(x, k, w, k, wtype, y, n, m, n, k, GemmPath::Auto);
+}
+
+void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtype, float* y, int64_t ldy, int64_t m,
+             int64_t n, int64_t k, GemmPath path) {
+  const GemmArgs a{x, ldx, w, ldw, wtype, y, ldy, m, n, k};
+  check_args(a);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(y + i * ldy, y + i * ldy + n, 0.0f);
+    return;
+  }
+  const GemmIsa isa = current_isa();
+  if (path == GemmPath::Auto) path = gemm_auto_path(wtype, m, n, k);
+  if (path == GemmPath::Panel && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+
+  // Threads split n in units of 16 weight rows; a problem too small to pay for waking the team
+  // (passive OpenMP workers sleep) runs on the calling thread.
+  constexpr int64_t kUnit = 16;
+  const int64_t units = (n + kUnit - 1) / kUnit;
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (flops < 2.0e5) threads = 1;
+  threads = int(std::min<int64_t>(threads, units));
+  auto run_slice = [&](int t, int nt) {
+    const int64_t n0 = std::min(n, units * t / nt * kUnit), n1 = std::min(n, units * (t + 1) / nt * kUnit);
+    if (path == GemmPath::Panel)
+      panel_sgemm(isa, a, n0, n1);
+    else
+      rows_kernel(isa, a, n0, n1);
+  };
+  if (threads <= 1) {
+    run_slice(0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  run_slice(omp_get_thread_num(), omp_get_num_threads());
+}
+
+}  // namespace tpbatch::cpu

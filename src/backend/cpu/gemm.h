@@ -1,0 +1,50 @@
+#pragma once
+// The CPU GEMM of every linear layer: y[m,n] = x[m,k] · w[n,k]^T, with the weights in the
+// Hugging Face [out, in] layout and in their storage type (F32, BF16 or F16), activations and
+// accumulation in fp32.
+//
+// Two paths, chosen by the number of rows m (the crossover was measured with
+// benchmarks/gemm_bench.cpp, see gemm.cpp):
+//  - row-blocked (decode, small m): each block of weight rows is read from memory once and used
+//    for every row of x while it sits in L1, so the cost is the weight stream until m makes it
+//    compute-bound. 16-bit weights are widened in registers (bf16: a 16-bit shift; fp16: F16C).
+//  - panel (prefill, large m): a panel of weight rows, widened to fp32 in a thread-local scratch
+//    when 16-bit, goes through single-threaded OpenBLAS sgemm.
+//
+// Threading: ONE thread team, OpenMP's. gemm_nt splits n over omp_get_max_threads() threads when
+// called from serial code; called inside an active parallel region it runs on the calling thread
+// alone (nested regions are inactive), so a caller may also split the work itself. OpenBLAS is
+// only ever called from inside those threads, single-threaded: gemm_nt sets
+// openblas_set_num_threads(1) (process-wide) so its pthreads pool never competes with OpenMP's.
+#include <cstdint>
+
+#include "backend/dtype.h"
+
+namespace tpbatch::cpu {
+
+// y[m,n] = x[m,k] · w[n,k]^T. x, y: fp32 row-major (row strides k and n). w: row-major [n][k] in
+// wtype (F32, BF16 or F16). Parallel over the OpenMP team (see above).
+void gemm_nt(const float* x, const void* w, DType wtype, float* y, int64_t m, int64_t n, int64_t k);
+
+enum class GemmPath : uint8_t { Auto, RowBlocked, Panel };
+
+// The general form: row strides ldx >= k, ldw >= k (in elements of wtype), ldy >= n; `path`
+// forces one path (tests, benchmark). Throws std::invalid_argument on a bad dtype or stride.
+void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtype, float* y, int64_t ldy,
+             int64_t m, int64_t n, int64_t k, GemmPath path = GemmPath::Auto);
+
+// The path Auto takes for this shape and type, and its name ("row-blocked" / "panel-sgemm").
+GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k);
+const char* gemm_path_name(GemmPath path);
+
+// Instruction set of the hand-written kernels, detected once at run time (the project compiles
+// for x86-64-v2). An AVX-512 (and AVX512_BF16 vdpbf16ps) family would be a third value here;
+// none is written because no machine this project runs on can execute it, so it would be untested.
+enum class GemmIsa : uint8_t { Portable, Avx2Fma };
+GemmIsa gemm_isa();
+const char* gemm_isa_name(GemmIsa isa);
+// Forces a kernel family (tests of the portable fallback). Asking for one the CPU lacks throws.
+void set_gemm_isa_for_testing(GemmIsa isa);
+void reset_gemm_isa_for_testing();  // back to the detected one
+
+}  // namespace tpbatch::cpu

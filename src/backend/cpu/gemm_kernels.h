@@ -1,0 +1,35 @@
+#pragma once
+// Internal to gemm.cpp: the kernel families behind gemm_nt, one file each (gemm_portable.cpp,
+// gemm_avx2.cpp). Each computes y[:, n0:n1) for all m rows of x; the caller splits n over threads.
+#include <cstdint>
+
+#include "backend/dtype.h"
+
+namespace tpbatch::cpu::detail {
+
+struct GemmArgs {
+  const float* x;
+  int64_t ldx;
+  const void* w;  // [n][ldw] elements of wtype
+  int64_t ldw;
+  DType wtype;
+  float* y;
+  int64_t ldy;
+  int64_t m, n, k;
+};
+
+// Row-blocked kernel: a block of weight rows is read once and used for every row of x.
+void rows_portable(const GemmArgs& a, int64_t n0, int64_t n1);
+// Weight rows [r0, r0 + rows) widened to fp32 into out[rows][k].
+void widen_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
+
+#if defined(__x86_64__) || defined(__i386__)
+// AVX2 + FMA + F16C (callers check the CPU first).
+void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
+void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
+#define TPBATCH_GEMM_HAVE_AVX2 1
+#endif
+// An AVX-512 family (zmm row blocks; vdpbf16ps for bf16 weights on AVX512_BF16 CPUs) would be
+// declared here; it is deliberately absent until a machine that can run its tests exists.
+
+}  // namespace tpbatch::cpu::detail

@@ -1,0 +1,188 @@
+// gemm_nt against a double-precision loop on the same (widened) weights: every weight type, both
+// paths, the AVX2 and the portable kernels, shapes that are not multiples of the vector width,
+// the register blocks or the thread split.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <tuple>
+#include <stdexcept>
+#include <vector>
+
+#include "backend/cpu/gemm.h"
+#include "backend/dtype.h"
+
+namespace tpbatch::cpu {
+namespace {
+
+// Weights of one type, kept both as their stored bits and widened to double for the reference.
+struct TypedWeights {
+  DType dtype;
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  std::vector<double> wide;
+  int64_t ld;
+  const void* data() const { return dtype == DType::F32 ? static_cast<const void*>(f32.data()) : half.data(); }
+};
+
+TypedWeights make_weights(DType dtype, int64_t n, int64_t k, int64_t ld, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  TypedWeights w{dtype, {}, {}, std::vector<double>(size_t(n * ld), 0.0), ld};
+  if (dtype == DType::F32) w.f32.assign(size_t(n * ld), 0.0f);
+  else w.half.assign(size_t(n * ld), 0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t kk = 0; kk < ld; ++kk) {
+      // Padding beyond k holds NaN: a kernel that reads past the row end poisons its result.
+      const float v = kk < k ? dist(rng) : NAN;
+      const size_t at = size_t(j * ld + kk);
+      switch (dtype) {
+        case DType::F32: w.f32[at] = v; w.wide[at] = v; break;
+        case DType::BF16: w.half[at] = f32_to_bf16(v); w.wide[at] = bf16_to_f32(w.half[at]); break;
+        case DType::F16: w.half[at] = f32_to_f16(v); w.wide[at] = f16_to_f32(w.half[at]); break;
+        default: break;
+      }
+    }
+  return w;
+}
+
+// Runs gemm_nt on one shape (with strided x/w/y when `strided`) and checks every element
+// against the double loop, tolerance relative to Σ|x·w| of that element.
+void check_shape(DType dtype, int64_t m, int64_t n, int64_t k, GemmPath path, bool strided = false) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " m=" << m << " n=" << n << " k=" << k << " path="
+                                    << gemm_path_name(path) << " isa=" << gemm_isa_name(gemm_isa())
+                                    << (strided ? " strided" : ""));
+  std::mt19937 rng(uint32_t(m * 7919 + n * 104729 + k * 31 + int(dtype)));
+  const int64_t ldx = strided ? k + 3 : k, ldw = strided ? k + 5 : k, ldy = strided ? n + 2 : n;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(size_t(m * ldx), NAN);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < k; ++kk) x[size_t(i * ldx + kk)] = dist(rng);
+  const TypedWeights w = make_weights(dtype, n, k, ldw, rng);
+  const float sentinel = -12345.0f;
+  std::vector<float> y(size_t(m * ldy), sentinel);
+  gemm_nt(x.data(), ldx, w.data(), ldw, dtype, y.data(), ldy, m, n, k, path);
+  // The reference depends only on the (seeded) data: computed once per shape for all paths and ISAs.
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, bool>, std::vector<double>> cache;
+  std::vector<double>& refs = cache[{int(dtype), m, n, k, strided}];
+  if (refs.empty()) {
+    refs.resize(size_t(2 * m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const double p = double(x[size_t(i * ldx + kk)]) * w.wide[size_t(j * ldw + kk)];
+          ref += p;
+          mag += std::fabs(p);
+        }
+        refs[size_t(2 * (i * n + j))] = ref;
+        refs[size_t(2 * (i * n + j) + 1)] = mag;
+      }
+  }
+  int bad = 0;
+  for (int64_t i = 0; i < m && bad < 5; ++i) {
+    for (int64_t j = 0; j < n && bad < 5; ++j) {
+      const double ref = refs[size_t(2 * (i * n + j))], mag = refs[size_t(2 * (i * n + j) + 1)];
+      const double got = y[size_t(i * ldy + j)];
+      const double tol = 2e-6 * mag + 1e-30;
+      if (!(std::fabs(got - ref) <= tol)) {
+        ADD_FAILURE() << "y[" << i << "][" << j << "] = " << got << ", expected " << ref << " (tol " << tol << ")";
+        ++bad;
+      }
+    }
+    for (int64_t j = n; j < ldy; ++j)
+      if (y[size_t(i * ldy + j)] != sentinel) {
+        ADD_FAILURE() << "wrote past row end: y[" << i << "][" << j << "]";
+        ++bad;
+      }
+  }
+}
+
+const DType kTypes[] = {DType::F32, DType::BF16, DType::F16};
+const int64_t kRows[] = {1, 2, 3, 7, 8, 16, 17, 33, 64, 200};
+const int64_t kCols[] = {1, 5, 100, 768};
+const int64_t kDepths[] = {1, 7, 64, 768};
+
+void check_all_shapes(GemmPath path) {
+  for (DType dtype : kTypes)
+    for (int64_t m : kRows)
+      for (int64_t n : kCols)
+        for (int64_t k : kDepths) check_shape(dtype, m, n, k, path);
+}
+
+class GemmIsaTest : public ::testing::TestWithParam<GemmIsa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == GemmIsa::Avx2Fma && gemm_isa() != GemmIsa::Avx2Fma) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+    set_gemm_isa_for_testing(GetParam());
+  }
+  void TearDown() override { reset_gemm_isa_for_testing(); }
+};
+
+TEST_P(GemmIsaTest, AutoPathMatchesDoubleReference) { check_all_shapes(GemmPath::Auto); }
+
+// Each path on every shape, whatever Auto would pick: the crossover may move without losing cover.
+TEST_P(GemmIsaTest, RowBlockedPathMatchesDoubleReference) { check_all_shapes(GemmPath::RowBlocked); }
+TEST_P(GemmIsaTest, PanelPathMatchesDoubleReference) { check_all_shapes(GemmPath::Panel); }
+
+TEST_P(GemmIsaTest, StridedOperands) {
+  for (DType dtype : kTypes)
+    for (int64_t m : {1, 5, 64})
+      for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Panel}) check_shape(dtype, m, 37, 77, path, true);
+}
+
+// Shapes of the 125M model, including a panel wider than one scratch panel (n = 4096).
+TEST_P(GemmIsaTest, ModelShapes) {
+  for (DType dtype : kTypes) {
+    check_shape(dtype, 4, 4096, 768, GemmPath::Auto);
+    check_shape(dtype, 40, 4096, 768, GemmPath::Panel);
+    check_shape(dtype, 9, 768, 2048, GemmPath::RowBlocked);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, GemmIsaTest, ::testing::Values(GemmIsa::Avx2Fma, GemmIsa::Portable),
+                         [](const auto& info) { return std::string(gemm_isa_name(info.param)) == "portable"
+                                                           ? std::string("Portable") : std::string("Avx2Fma"); });
+
+// The same result on 1 thread, on the team, and when called from inside a parallel region
+// (where gemm_nt must not split: each caller thread computes its own call whole).
+TEST(Gemm, ThreadCountDoesNotChangeResult) {
+  std::mt19937 rng(7);
+  const int64_t m = 5, n = 1000, k = 300;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(size_t(m * k));
+  for (float& v : x) v = dist(rng);
+  const TypedWeights w = make_weights(DType::BF16, n, k, k, rng);
+  std::vector<float> one(size_t(m * n)), team(size_t(m * n));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  gemm_nt(x.data(), w.data(), DType::BF16, one.data(), m, n, k);
+  omp_set_num_threads(std::max(2, saved));
+  gemm_nt(x.data(), w.data(), DType::BF16, team.data(), m, n, k);
+  EXPECT_EQ(one, team);  // each output element is computed by one thread in the same order
+  std::vector<std::vector<float>> inner(4, std::vector<float>(size_t(m * n)));
+#pragma omp parallel for num_threads(2)
+  for (int c = 0; c < 4; ++c) gemm_nt(x.data(), w.data(), DType::BF16, inner[size_t(c)].data(), m, n, k);
+  for (const auto& r : inner) EXPECT_EQ(r, one);
+  omp_set_num_threads(saved);
+}
+
+TEST(Gemm, ZeroDepthGivesZeros) {
+  std::vector<float> y(6, 1.0f);
+  const float x = 0;
+  const uint16_t w = 0;
+  gemm_nt(&x, &w, DType::BF16, y.data(), 2, 3, 0);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Gemm, RejectsBadInput) {
+  std::vector<float> buf(64);
+  EXPECT_THROW(gemm_nt(buf.data(), buf.data(), DType::I32, buf.data(), 2, 2, 2), std::invalid_argument);
+  EXPECT_THROW(gemm_nt(buf.data(), 1, buf.data(), 2, DType::F32, buf.data(), 2, 2, 2, 2), std::invalid_argument);
+  EXPECT_THROW(gemm_nt(buf.data(), buf.data(), DType::F32, buf.data(), -1, 2, 2), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tpbatch::cpu
