@@ -1,41 +1,544 @@
 #!/usr/bin/env bash
-# On a GPU machine: build the CUDA configuration, run the kernel tests (each kernel vs its CPU
-# twin), then the GPU micro-benchmark; prints its table last. Logs go to $OUT (default out/gpu_check).
-# Dependencies missing on the machine (MPI, HDF5, yaml-cpp, ...) can come as extracted .debs:
-#   TPBATCH_PREFIX=/path/to/prefix scripts/gpu_check.sh    (a `dpkg -x` root: usr/include, usr/lib/...)
-set -euo pipefail
+# The GPU check: one command for the GPU test machine (../shared/GPU-MACHINE.md: one H200, CUDA,
+# Python with h5py and the pip NCCL wheel, but no MPI/HDF5/yaml-cpp/OpenBLAS/ICU/PCRE2/GTest).
+# Run from the repo root with the .debs from scripts/gpu_fetch_debs.sh carried in build-debs/:
+#   bash scripts/gpu_check.sh
+# It unpacks the .debs into a private prefix (never into /), builds the CUDA configuration, then
+# runs and prints ONE table (also $OUT/gpu_check.txt when $OUT is set):
+#   build   configure, build time, every binary's libraries resolve (ldd)
+#   kernels tpbatch_gpu_tests: each kernel vs its CPU twin, pass/fail and max relative error
+#   e2e     stories260K, a generated 125M model in fp32 and bf16: device cuda vs device cpu,
+#           greedy tokens n/n identical and max |Δlogprob|
+#   speed   an 8B-shaped bf16 model: decode step time at batch 1/16/64/256 vs the floor
+#           (weight + KV bytes) / measured copy bandwidth; prefill tok/s and TFLOP/s at 2,048-token
+#           prompts; a 1,024-row 128/128 throughput run
+#   nccl    TP=2 on the one GPU (two ranks, NCCL_HOSTID per rank) vs TP=1 tokens
+# Every step has a timeout and the whole run a budget (GPU_CHECK_BUDGET_S, 480 s); a failing or
+# refused step becomes a row, never the end of the script. Without a GPU the GPU rows say
+# "no device" and the CPU halves still run, which is how it is rehearsed on a CPU machine:
+#   bash scripts/gpu_fetch_debs.sh build-debs && bash scripts/simulate_bare_gpu_machine.sh bash scripts/gpu_check.sh
+# Knobs: GPU_CHECK_DEBS (build-debs), GPU_CHECK_PREFIX (build-gpu-prefix), GPU_CHECK_BUILD (build-gpu),
+# GPU_CHECK_WORK (build-gpu-work), GPU_CHECK_JOBS (nproc), GPU_CHECK_SKIP (space-separated parts to
+# skip: kernels e2e speed nccl), GPU_CHECK_SPEED_ON_CPU=1 (rehearse the speed/NCCL parts on the CPU
+# with a tiny model), GPU_CHECK_BW_GBS (copy bandwidth when gpu_bench cannot measure it).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/out/gpu_check}
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-mkdir -p "$OUT"
+REPO=$PWD
+T_START=$SECONDS
+BUDGET=${GPU_CHECK_BUDGET_S:-480}
+DEBS=${GPU_CHECK_DEBS:-$REPO/build-debs}
+P=${GPU_CHECK_PREFIX:-$REPO/build-gpu-prefix}
+BUILD=${GPU_CHECK_BUILD:-$REPO/build-gpu}
+WORK=${GPU_CHECK_WORK:-$REPO/build-gpu-work}
+JOBS=${GPU_CHECK_JOBS:-$(nproc)}
+SKIP=" ${GPU_CHECK_SKIP:-} "
+SPEED_ON_CPU=${GPU_CHECK_SPEED_ON_CPU:-0}
+TOOLS=$REPO/scripts/gpu_check_tools.py
+LOGS=$WORK/logs
+mkdir -p "$WORK" "$LOGS"
+TABLE=$WORK/gpu_check.txt
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
-if [[ -n "${TPBATCH_PREFIX:-}" ]]; then
-  P=$(cd "$TPBATCH_PREFIX" && pwd)
-  LIB=$P/usr/lib/x86_64-linux-gnu
-  export PATH=$P/usr/bin:$PATH
-  export CPATH=$P/usr/include:$P/usr/include/x86_64-linux-gnu:${CPATH:-}
-  export LIBRARY_PATH=$LIB:$LIB/openmpi/lib:${LIBRARY_PATH:-}
-  export LD_LIBRARY_PATH=$LIB:$LIB/openmpi/lib:${LD_LIBRARY_PATH:-}
-  export PKG_CONFIG_PATH=$LIB/pkgconfig:$P/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}
-  export OPAL_PREFIX=$LIB/openmpi   # lets the relocated Open MPI wrappers find their files
-  export CMAKE_PREFIX_PATH=$P/usr:${CMAKE_PREFIX_PATH:-}
+# ---- the table ------------------------------------------------------------------------------------
+ROWS=()
+write_table() {
+  {
+    echo "tpbatch GPU check — $(date -u '+%F %T UTC'), $(hostname), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), $((SECONDS - T_START)) s"
+    printf '%s\n' "${ROWS[@]}" | awk -F'|' '
+      { for (i = 1; i <= 4; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
+      END {
+        for (i = 1; i <= 4; i++) if (w[i] < 4) w[i] = 4
+        printf "%-" w[1] "s  %-" w[2] "s  %-" w[3] "s  %s\n", "part", "check", "result", "detail"
+        for (r = 1; r <= NR; r++) printf "%-" w[1] "s  %-" w[2] "s  %-" w[3] "s  %s\n", c[r, 1], c[r, 2], c[r, 3], c[r, 4]
+      }'
+  } >"$TABLE"
+  [[ -n "${OUT:-}" ]] && cp "$TABLE" "$OUT/gpu_check.txt" 2>/dev/null
+  return 0
+}
+# row PART CHECK RESULT DETAIL: one table line, shown at once and kept in the table file (so a
+# run killed from outside still leaves the rows it reached).
+row() {
+  ROWS+=("$1|$2|${3//|//}|${4//|//}")
+  echo ">> $1 | $2 | $3 | $4"
+  write_table
+}
+left() { echo $((BUDGET - (SECONDS - T_START))); }
+# limit WANT: a step's timeout, never past the budget (minus 15 s to print the table).
+limit() {
+  local l
+  l=$(($(left) - 15))
+  ((l > $1)) && l=$1
+  echo $((l > 0 ? l : 0))
+}
+skipping() { [[ "$SKIP" == *" $1 "* ]]; }
+first_error() { grep -m1 -i -E "error|fail|refus|not found|cannot|abort" "$1" | cut -c1-160; }
+log_tail() { tail -n "${2:-5}" "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-200; }
+
+# ---- the prefix: the carried .debs unpacked (dpkg -x), wrappers and alternatives mended ----------
+ARCH=x86_64-linux-gnu
+HAVE_PREFIX=0
+PENV=(env)
+setup_prefix() {
+  shopt -s nullglob
+  local debs=("$DEBS"/*.deb)
+  shopt -u nullglob
+  if ((${#debs[@]} == 0)); then
+    row build prefix "system" "no .debs in $DEBS: using the system's packages"
+    return 0
+  fi
+  local stamp=$P/.unpacked
+  if [[ ! -f "$stamp" || -n "$(find "$DEBS" -name '*.deb' -newer "$stamp" -print -quit)" ]]; then
+    rm -rf "$P" && mkdir -p "$P"
+    printf '%s\0' "${debs[@]}" | xargs -0 -P "$JOBS" -n 4 sh -c 'for d; do dpkg -x "$d" "$0" || exit 1; done' "$P" ||
+      { row build prefix FAIL "dpkg -x failed"; return 1; }
+    local L=$P/usr/lib/$ARCH
+    # What the postinst scripts and update-alternatives would have made.
+    for w in mpicc mpicxx mpic++ mpiCC mpirun mpiexec; do
+      [[ -e "$P/usr/bin/$w.openmpi" && ! -e "$P/usr/bin/$w" ]] && ln -s "$w.openmpi" "$P/usr/bin/$w"
+    done
+    for f in libopenblas.so libopenblas.so.0 libblas.so libblas.so.3 liblapack.so liblapack.so.3; do
+      [[ -e "$L/openblas-pthread/$f" && ! -e "$L/$f" ]] && ln -s "openblas-pthread/$f" "$L/$f"
+    done
+    mkdir -p "$P/usr/include/$ARCH"
+    for f in cblas.h f77blas.h openblas_config.h; do
+      [[ -e "$P/usr/include/$ARCH/openblas-pthread/$f" && ! -e "$P/usr/include/$ARCH/$f" ]] &&
+        ln -s "openblas-pthread/$f" "$P/usr/include/$ARCH/$f"
+    done
+    [[ -e "$L/pkgconfig/hdf5-serial.pc" && ! -e "$L/pkgconfig/hdf5.pc" ]] && ln -s hdf5-serial.pc "$L/pkgconfig/hdf5.pc"
+    # Text files that name /usr: the HDF5 compiler wrappers and the pkg-config files.
+    sed -i "s#^prefix=\"/usr\"#prefix=\"$P/usr\"#" "$P"/usr/bin/h5cc "$P"/usr/bin/h5c++ 2>/dev/null
+    find "$P" -name '*.pc' -type f -exec sed -i -E "s#^([A-Za-z_]+ *= *)/usr#\1$P/usr#" {} +
+    touch "$stamp"
+  fi
+  local L=$P/usr/lib/$ARCH
+  HAVE_PREFIX=1
+  PX_PATH=$P/usr/bin:$PATH
+  PX_LD=$L:$L/openblas-pthread:$L/hdf5/serial:$L/openmpi/lib:$P/lib/$ARCH${NCCL_LIBDIR:+:$NCCL_LIBDIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # The environment of every build and tpbatch command (kept out of the script's own tools, which
+  # must not load the prefix's libraries in place of the machine's).
+  PENV=(env "PATH=$PX_PATH" "LD_LIBRARY_PATH=$PX_LD" "OPAL_PREFIX=$P/usr" "PMIX_INSTALL_PREFIX=$P/usr/lib/$ARCH/pmix2"
+    "CPATH=$P/usr/include:$P/usr/include/$ARCH" "LIBRARY_PATH=$L:$L/openblas-pthread:$P/lib/$ARCH"
+    "PKG_CONFIG_PATH=$L/pkgconfig:$P/usr/share/pkgconfig" "PKG_CONFIG_LIBDIR=$L/pkgconfig:$P/usr/share/pkgconfig"
+    "CMAKE_PREFIX_PATH=$P/usr" "HDF5_ROOT=$L/hdf5/serial")
+  row build prefix ok "${#debs[@]} .debs unpacked into $P ($(du -sm "$P" | cut -f1) MB)"
+}
+px() { "${PENV[@]}" "$@"; }
+
+# ---- NCCL: the pip wheel's layout (nvidia/nccl/{include,lib/libnccl.so.2}) or a CUDA-prefix copy ---
+find_nccl() {
+  NCCL_INC=${NCCL_INCLUDE_DIR:-}
+  NCCL_LIB=${NCCL_LIBRARY:-}
+  [[ -n "$NCCL_INC" && -n "$NCCL_LIB" ]] && return 0
+  local py roots=() r
+  for py in python3 python; do
+    command -v "$py" >/dev/null || continue
+    while IFS= read -r r; do roots+=("$r"); done < <(timeout 20 "$py" -c '
+import site, sys
+paths = list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()] + sys.path
+try:
+    import nvidia.nccl as n
+    paths = list(getattr(n, "__path__", [])) + paths
+except Exception:
+    pass
+print("\n".join(p for p in paths if p))' 2>/dev/null)
+  done
+  roots+=(/usr/local/lib/python3*/dist-packages /usr/lib/python3/dist-packages /usr/local/cuda /usr/local/cuda/targets/x86_64-linux)
+  for r in "${roots[@]}"; do
+    for d in "$r" "$r/nvidia/nccl"; do
+      if [[ -f "$d/include/nccl.h" ]]; then
+        for l in "$d/lib/libnccl.so" "$d/lib/libnccl.so.2" "$d/lib64/libnccl.so" "$d/lib64/libnccl.so.2"; do
+          if [[ -f "$l" ]]; then
+            NCCL_INC=$d/include
+            NCCL_LIB=$l
+            return 0
+          fi
+        done
+      fi
+    done
+  done
+  return 1
+}
+
+# ---- 0. the machine ------------------------------------------------------------------------------
+echo "== gpu_check: $(nproc) cores, budget ${BUDGET}s, work in $WORK"
+GPUS=0
+if command -v nvidia-smi >/dev/null; then
+  timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$LOGS/nvidia-smi.txt" 2>&1 &&
+    GPUS=$(grep -c . "$LOGS/nvidia-smi.txt")
+fi
+if ((GPUS > 0)); then
+  row machine gpu "$GPUS GPU(s)" "$(head -1 "$LOGS/nvidia-smi.txt"); $(nproc) cores"
+else
+  row machine gpu "no device" "nvidia-smi finds no GPU ($(log_tail "$LOGS/nvidia-smi.txt" 1)); $(nproc) cores"
+fi
+NVCC=${CUDACXX:-}
+[[ -z "$NVCC" ]] && NVCC=$(command -v nvcc || true)
+[[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
+if [[ -z "$NVCC" ]]; then
+  row build nvcc FAIL "no nvcc (PATH, CUDACXX, /usr/local/cuda/bin)"
+  exit 1
 fi
 
-echo "== configure + build ($(nproc) cores)"
-SECONDS=0
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-  >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target tpbatch_gpu_tests tpbatch_gpu_bench \
-  >"$OUT/build.log" 2>&1 || { grep -m20 -E "error|Error" "$OUT/build.log"; exit 1; }
-echo "built in ${SECONDS}s"
+# ---- 1. prefix, NCCL, configure, build -----------------------------------------------------------
+SECONDS_PREFIX=$SECONDS
+if find_nccl; then
+  NCCL_LIBDIR=$(dirname "$NCCL_LIB")
+  row build nccl found "$NCCL_LIB"
+else
+  NCCL_LIBDIR=""
+  row build nccl FAIL "no nccl.h + libnccl.so[.2] in site-packages/nvidia/nccl or /usr/local/cuda (set NCCL_INCLUDE_DIR, NCCL_LIBRARY)"
+fi
+setup_prefix || exit 1
+echo "   prefix ready in $((SECONDS - SECONDS_PREFIX)) s"
 
-echo "== kernel tests"
-status=0
-timeout 300 "$BUILD_DIR/tests/tpbatch_gpu_tests" --gtest_output=xml:"$OUT/gpu_tests.xml" \
-  >"$OUT/gpu_tests.log" 2>&1 || status=$?
-grep -E "^\[  (FAILED|SKIPPED|PASSED) |^\[==========\]" "$OUT/gpu_tests.log" || true
-grep -B2 -A6 "Failure" "$OUT/gpu_tests.log" | head -60 || true
+cmake_args=(-S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+  "-DCMAKE_CUDA_COMPILER=$NVCC")
+command -v ninja >/dev/null && [[ ! -f "$BUILD/CMakeCache.txt" || -f "$BUILD/build.ninja" ]] && cmake_args+=(-G Ninja)
+[[ -n "$NCCL_INC" ]] && cmake_args+=("-DNCCL_INCLUDE_DIR=$NCCL_INC" "-DNCCL_LIBRARY=$NCCL_LIB")
+if ((HAVE_PREFIX)); then
+  cmake_args+=("-DMPI_CXX_COMPILER=$P/usr/bin/mpicxx.openmpi" "-DMPI_C_COMPILER=$P/usr/bin/mpicc.openmpi"
+    "-DCBLAS_INCLUDE_DIR=$P/usr/include/$ARCH/openblas-pthread"
+    "-DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf"
+    # Not the h5cc wrapper: it links -lsz -lcurl -lcrypto -lz, whose -dev packages are not carried;
+    # libhdf5.so alone links (its own dependencies resolve through LD_LIBRARY_PATH).
+    "-DHDF5_C_COMPILER_EXECUTABLE=")
+fi
+if command -v ccache >/dev/null && [[ "${CCACHE_DISABLE:-}" != 1 ]]; then
+  cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+t0=$SECONDS
+if ! timeout "$(limit 120)" "${PENV[@]}" cmake "${cmake_args[@]}" >"$LOGS/configure.log" 2>&1; then
+  row build configure FAIL "$(grep -m2 -A2 'CMake Error' "$LOGS/configure.log" | tr '\n' ' ' | cut -c1-240)"
+  exit 1
+fi
+row build configure ok "$((SECONDS - t0)) s; $(grep -m1 'CUDA backend:' "$LOGS/configure.log" | sed 's/^-- //' | cut -c1-150)"
+TARGETS=(tpbatch tpbatch_gpu_tests tpbatch_gpu_bench)
+t0=$SECONDS
+if ! timeout "$(limit 300)" "${PENV[@]}" cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" >"$LOGS/build.log" 2>&1; then
+  row build compile FAIL "after $((SECONDS - t0)) s: $(grep -m1 -E 'error|Error' "$LOGS/build.log" | cut -c1-200)"
+  exit 1
+fi
+row build compile ok "$((SECONDS - t0)) s with -j$JOBS (${TARGETS[*]})"
+TPBATCH=$BUILD/tpbatch
+GPU_TESTS=$BUILD/tests/tpbatch_gpu_tests
+GPU_BENCH=$BUILD/benchmarks/tpbatch_gpu_bench
+missing=""
+for b in "$TPBATCH" "$GPU_TESTS" "$GPU_BENCH" "$(PATH=$PX_PATH command -v mpirun)" "$(PATH=$PX_PATH command -v orted)"; do
+  [[ -n "$b" && -x "$b" ]] || { missing+=" (binary ${b:-mpirun/orted} absent)"; continue; }
+  m=$(px ldd "$b" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')
+  [[ -n "$m" ]] && missing+=" $(basename "$b"): $m"
+done
+if [[ -z "$missing" ]]; then
+  row build ldd ok "every library of tpbatch, the GPU tests, the GPU bench, mpirun and orted resolves"
+else
+  row build ldd FAIL "$missing"
+fi
 
-echo "== benchmark"
-timeout 240 "$BUILD_DIR/benchmarks/tpbatch_gpu_bench" 2>&1 | tee "$OUT/gpu_bench.log" | tail -8 || status=1
-exit $status
+# ---- 2. kernels: each CUDA kernel vs its CPU twin ------------------------------------------------
+if ! skipping kernels; then
+  rm -f "$WORK/gpu_tests.xml"
+  rc=0
+  timeout "$(limit 150)" "${PENV[@]}" "$GPU_TESTS" --gtest_output="xml:$WORK/gpu_tests.xml" >"$LOGS/gpu_tests.log" 2>&1 || rc=$?
+  if [[ ! -f "$WORK/gpu_tests.xml" ]]; then
+    row kernels tpbatch_gpu_tests FAIL "exit $rc, no XML: $(log_tail "$LOGS/gpu_tests.log" 3)"
+  else
+    python3 "$TOOLS" gtest "$WORK/gpu_tests.xml" >"$WORK/gpu_tests.rows"
+    n=$(grep -c . "$WORK/gpu_tests.rows")
+    nskip=$(grep -c '|skipped|' "$WORK/gpu_tests.rows")
+    if ((n > 0 && nskip == n)); then
+      row kernels "$n kernel tests" "no device" "all skipped: $(grep -m1 -o 'no CUDA device[^]]*' "$LOGS/gpu_tests.log" || echo skipped)"
+    else
+      while IFS='|' read -r name status err secs; do
+        row kernels "${name#*.}" "$status" "max rel err $err; ${secs} s"
+      done <"$WORK/gpu_tests.rows"
+      ((rc == 124)) && row kernels tpbatch_gpu_tests FAIL "timed out"
+    fi
+  fi
+fi
+
+# ---- the GPU micro-benchmark: copy bandwidth (the floor's denominator) ----------------------------
+BW_GBS=${GPU_CHECK_BW_GBS:-}
+if ((GPUS > 0)) && ! skipping speed; then
+  rc=0
+  timeout "$(limit 90)" "${PENV[@]}" "$GPU_BENCH" >"$LOGS/gpu_bench.log" 2>&1 || rc=$?
+  bw=$(sed -n 's/^copy: \([0-9.]*\) GB\/s.*/\1/p' "$LOGS/gpu_bench.log" | head -1)
+  if [[ -n "$bw" ]]; then
+    BW_GBS=$bw
+    row speed "copy bandwidth" "$bw GB/s" "cudaMemcpy D2D, read+write (tpbatch_gpu_bench; its table in logs/gpu_bench.log)"
+  else
+    row speed "copy bandwidth" FAIL "gpu_bench exit $rc: $(log_tail "$LOGS/gpu_bench.log" 2)"
+  fi
+fi
+
+# ---- running jobs --------------------------------------------------------------------------------
+PY_H5=""
+for cand in "python3" "/usr/bin/python3" "px python3" "px /usr/bin/python3"; do
+  # shellcheck disable=SC2086
+  if timeout 30 $cand -c 'import h5py, numpy' >/dev/null 2>&1; then
+    PY_H5=$cand
+    break
+  fi
+done
+[[ -z "$PY_H5" ]] && row e2e "h5py" FAIL "no python3 with h5py and numpy: comparisons cannot run"
+compare() {  # compare A.h5 B.h5 -> "rows_same rows tok_same tok_total max_d first_diff" or empty
+  # shellcheck disable=SC2086
+  [[ -n "$PY_H5" ]] && timeout 60 $PY_H5 "$TOOLS" compare "$1" "$2" 2>>"$LOGS/compare.log"
+}
+
+# write_job FILE MODEL INPUT OUTPUT DEVICE [YAML lines...]
+write_job() {
+  local file=$1 model=$2 input=$3 output=$4 device=$5
+  shift 5
+  {
+    echo "model: $model"
+    echo "device: $device"
+    echo "input:"
+    echo "  path: $input"
+    echo "  tokens_field: tokens"
+    echo "output:"
+    echo "  path: $output"
+    echo "  if_exists: overwrite"
+    printf '%s\n' "$@"
+  } >"$file"
+}
+# run_job NAME SECONDS NP JOB: runs tpbatch (under mpirun when NP > 1); log in logs/NAME.log.
+run_job() {
+  local name=$1 secs=$2 np=$3 job=$4 t
+  t=$(limit "$secs")
+  ((t < 5)) && { echo "out of time" >"$LOGS/$name.log"; return 124; }
+  if ((np == 1)); then
+    timeout -k 5 "$t" "${PENV[@]}" "$TPBATCH" "$job" >"$LOGS/$name.log" 2>&1
+  else
+    # One NCCL "host" per rank, so that two ranks may share the one GPU (sockets over loopback).
+    timeout -k 5 "$t" "${PENV[@]}" mpirun -np "$np" --bind-to none -x PATH -x LD_LIBRARY_PATH -x OPAL_PREFIX \
+      -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_DEBUG=WARN \
+      bash -c 'NCCL_HOSTID=gpucheck-rank$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$TPBATCH" "$job" >"$LOGS/$name.log" 2>&1
+  fi
+}
+# why_not NAME RC: the result column of a run that did not succeed ("refused: ..." or "FAIL").
+why_not() {
+  local name=$1 rc=$2 msg
+  msg=$(grep -m1 -E "tpbatch: error|error:" "$LOGS/$name.log" | sed 's/^.*error: //' | cut -c1-150)
+  if ((rc == 124 || rc == 137)); then
+    echo "FAIL|timed out ($(log_tail "$LOGS/$name.log" 1))"
+  elif grep -q -i -E "not run on the CUDA backend|without the CUDA backend|cuda.*(refus|not supported|not yet)" <<<"$msg"; then
+    echo "refused|$msg"
+  else
+    echo "FAIL|exit $rc: ${msg:-$(log_tail "$LOGS/$name.log" 2)}"
+  fi
+}
+inspect_field() {  # inspect_field RESULTS.h5 KEY -> the rest of inspect's line for KEY
+  px "$TPBATCH" inspect "$1" 2>/dev/null | sed -n "s/^$2  *//p" | head -1
+}
+make_model() {  # make_model DIR SECONDS ARGS...: reuses DIR when its config is the same
+  local dir=$1 secs=$2
+  shift 2
+  local want="$*"
+  if [[ -f "$dir/model.safetensors" && "$(cat "$dir/.args" 2>/dev/null)" == "$want" ]]; then return 0; fi
+  rm -rf "$dir"
+  timeout "$(limit "$secs")" "${PENV[@]}" "$TPBATCH" make-model "$dir" "$@" >"$LOGS/make-model-$(basename "$dir").log" 2>&1 &&
+    echo "$want" >"$dir/.args"
+}
+
+# e2e_pair LABEL MODEL ROWS PROMPT NEW TOL [YAML lines]: the CPU run, then the CUDA run, compared.
+e2e_pair() {
+  local label=$1 model=$2 rows=$3 plen=$4 new=$5 tol=$6
+  shift 6
+  local tag=${label// /_} vocab
+  vocab=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$model/config.json")
+  python3 "$TOOLS" prompts "$WORK/$tag.jsonl" "$rows" "$plen" "$vocab" 1
+  local common=("sampling:" "  max_new_tokens: $new" "  temperature: 0.0" "  ignore_eos: true" "$@")
+  write_job "$WORK/$tag-cpu.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cpu.h5" cpu "${common[@]}"
+  write_job "$WORK/$tag-cuda.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cuda.h5" cuda "${common[@]}"
+  local rc=0 t0=$SECONDS
+  run_job "$tag-cpu" 120 1 "$WORK/$tag-cpu.yaml" || rc=$?
+  if ((rc != 0)); then
+    IFS='|' read -r res det <<<"$(why_not "$tag-cpu" $rc)"
+    row e2e "$label cpu" "$res" "$det"
+    return
+  fi
+  local cpu_s=$((SECONDS - t0))
+  if ((GPUS == 0)); then
+    # Without a device: the CPU run is checked against itself once more (the comparison's plumbing).
+    local self
+    self=$(compare "$WORK/$tag-cpu.h5" "$WORK/$tag-cpu.h5")
+    row e2e "$label" "no device" "cpu run ok in ${cpu_s} s ($(inspect_field "$WORK/$tag-cpu.h5" tokens)); compare cpu-vs-cpu: ${self:-unavailable}"
+    return
+  fi
+  rc=0
+  t0=$SECONDS
+  run_job "$tag-cuda" 120 1 "$WORK/$tag-cuda.yaml" || rc=$?
+  if ((rc != 0)); then
+    IFS='|' read -r res det <<<"$(why_not "$tag-cuda" $rc)"
+    row e2e "$label cuda vs cpu" "$res" "$det"
+    return
+  fi
+  local r
+  r=$(compare "$WORK/$tag-cuda.h5" "$WORK/$tag-cpu.h5")
+  if [[ -z "$r" ]]; then
+    row e2e "$label cuda vs cpu" FAIL "comparison failed: $(tail -2 "$LOGS/compare.log" | tr '\n' ' ')"
+    return
+  fi
+  read -r rs rn ts tn md first <<<"$r"
+  local verdict=FAIL
+  python3 -c "import sys; sys.exit(0 if $rs == $rn and $md <= $tol else 1)" && verdict=pass
+  [[ "$verdict" == FAIL ]] && python3 -c "import sys; sys.exit(0 if $ts >= 0.9 * $tn and $md <= $tol else 1)" &&
+    [[ "$label" == *bf16* ]] && verdict="pass (bf16: ≥90% tokens)"
+  row e2e "$label cuda vs cpu" "$verdict" "tokens $ts/$tn identical, rows $rs/$rn, max|Δlogprob| $md (tol $tol), first diff $first; cuda $((SECONDS - t0)) s, cpu ${cpu_s} s"
+}
+
+# ---- 3. end to end: CUDA vs the CPU backend ------------------------------------------------------
+M125=$WORK/models/m125-f32
+M125BF=$WORK/models/m125-bf16
+if ! skipping e2e; then
+  STORIES=""
+  for s in "$REPO/models/stories260K" "$REPO/../shared/models/stories260K"; do
+    [[ -f "$s/model.safetensors" ]] && STORIES=$(cd "$s" && pwd) && break
+  done
+  if [[ -z "$STORIES" ]]; then
+    make_model "$WORK/models/tiny" 60 --preset tiny && STORIES=$WORK/models/tiny
+    row e2e stories260K absent "models/stories260K missing: a generated tiny model stands in"
+  fi
+  [[ -n "$STORIES" ]] && e2e_pair "stories260K fp32" "$STORIES" 8 16 64 2e-3 "dtype: float32"
+  if make_model "$M125" 120 --preset 125m --dtype float32; then
+    e2e_pair "125M fp32" "$M125" 8 32 32 2e-3 "dtype: float32"
+  else
+    row e2e "125M fp32" FAIL "make-model: $(log_tail "$LOGS/make-model-m125-f32.log" 2)"
+  fi
+  if make_model "$M125BF" 120 --preset 125m --dtype bfloat16; then
+    e2e_pair "125M bf16" "$M125BF" 8 32 32 5e-2 "dtype: bfloat16"
+  else
+    row e2e "125M bf16" FAIL "make-model: $(log_tail "$LOGS/make-model-m125-bf16.log" 2)"
+  fi
+fi
+
+# ---- 4. speed: an 8B-shaped bf16 model on the GPU ------------------------------------------------
+# speed_run NAME ROWS PROMPT NEW MAX_SEQS MAX_BATCH_TOKENS SECONDS: one CUDA job; sets RESULTS.
+SPEED_DEVICE=cuda
+speed_run() {
+  local name=$1 rows=$2 plen=$3 new=$4 seqs=$5 mbt=$6 secs=$7
+  python3 "$TOOLS" prompts "$WORK/$name.jsonl" "$rows" "$plen" "$VOCAB8" 2
+  write_job "$WORK/$name.yaml" "$M8B" "$WORK/$name.jsonl" "$WORK/$name.h5" "$SPEED_DEVICE" \
+    "sampling:" "  max_new_tokens: $new" "  temperature: 0.0" "  ignore_eos: true" \
+    "engine:" "  max_seqs: $seqs" "  max_batch_tokens: $mbt"
+  run_job "$name" "$secs" 1 "$WORK/$name.yaml"
+}
+if ! skipping speed; then
+  if ((GPUS == 0)) && [[ "$SPEED_ON_CPU" != 1 ]]; then
+    row speed "8B bf16 decode/prefill/throughput" "no device" "needs a GPU (GPU_CHECK_SPEED_ON_CPU=1 rehearses it on a tiny model)"
+  else
+    if ((GPUS == 0)); then
+      SPEED_DEVICE=cpu
+      M8B=$WORK/models/tiny-speed
+      make_model "$M8B" 60 --preset tiny --dtype bfloat16
+      SPEED_LABEL="tiny bf16 on cpu (rehearsal)"
+      SIZES=(1 16)
+      PREFILL_PLEN=256
+      TP_ROWS=64
+    else
+      M8B=$WORK/models/m8b-bf16
+      t0=$SECONDS
+      make_model "$M8B" 240 --preset 8b
+      SPEED_LABEL="8B bf16"
+      SIZES=(1 16 64 256)
+      PREFILL_PLEN=2048
+      TP_ROWS=1024
+      row speed "make-model --preset 8b" "$([[ -f $M8B/model.safetensors ]] && echo ok || echo FAIL)" \
+        "$((SECONDS - t0)) s, $(du -sh "$M8B" 2>/dev/null | cut -f1)"
+    fi
+    if [[ -f "$M8B/model.safetensors" ]]; then
+      VOCAB8=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$M8B/config.json")
+      [[ -z "$BW_GBS" ]] && row speed "copy bandwidth" "unknown" "no gpu_bench figure: floors not computed (GPU_CHECK_BW_GBS sets one)"
+      for b in "${SIZES[@]}"; do
+        new=64
+        rc=0
+        speed_run "decode-b$b" "$b" 128 "$new" "$b" 8192 90 || rc=$?
+        if ((rc != 0)); then
+          IFS='|' read -r res det <<<"$(why_not "decode-b$b" $rc)"
+          row speed "$SPEED_LABEL decode batch $b" "$res" "$det"
+          [[ "$res" == refused ]] && break
+          continue
+        fi
+        tpot=$(inspect_field "$WORK/decode-b$b.h5" tpot | sed -n 's/^p50 \([0-9.]*\) ms.*/\1/p')
+        wbytes=$(grep -m1 -o 'weights: [0-9.]* [KMG]iB per rank' "$LOGS/decode-b$b.log" | awk '{
+          f = $3 == "KiB" ? 1024 : $3 == "MiB" ? 1048576 : 1073741824; printf "%.0f", $2 * f }')
+        kvb=$(grep -m1 -o '([0-9]* bytes per token per rank)' "$LOGS/decode-b$b.log" | tr -dc '0-9')
+        fl="n/a"
+        if [[ -n "$BW_GBS" && -n "$wbytes" && -n "$kvb" ]]; then
+          fl=$(python3 "$TOOLS" floor "$wbytes" "$kvb" "$b" $((128 + new / 2)) "$BW_GBS")
+        fi
+        ratio=$(python3 -c "print('%.2fx' % ($tpot / $fl))" 2>/dev/null || echo "n/a")
+        row speed "$SPEED_LABEL decode batch $b" "${tpot:-?} ms/step" \
+          "floor $fl ms (weights $((${wbytes:-0} / 1048576)) MiB + KV ${kvb:-?} B/token x $b x $((128 + new / 2)) at ${BW_GBS:-?} GB/s): ${ratio} the floor; $(inspect_field "$WORK/decode-b$b.h5" throughput)"
+      done
+      if [[ "${res:-}" != refused ]]; then
+        rc=0
+        speed_run prefill 32 "$PREFILL_PLEN" 1 32 8192 120 || rc=$?
+        if ((rc == 0)); then
+          read -r ptok wall <<<"$(px "$TPBATCH" inspect "$WORK/prefill.h5" | awk '/^tokens/ {p = $3} /^wall/ {w = $2} END {print p, w}')"
+          fpt=$(python3 "$TOOLS" flops "$M8B" "$PREFILL_PLEN")
+          row speed "$SPEED_LABEL prefill $PREFILL_PLEN-token prompts" \
+            "$(python3 -c "print('%.0f tok/s' % ($ptok / $wall))" 2>/dev/null || echo '?')" \
+            "$(python3 -c "print('%.1f TFLOP/s' % ($ptok * $fpt / $wall / 1e12))" 2>/dev/null || echo '?') ($ptok prompt tokens in $wall s, 32 rows, max_batch_tokens 8192)"
+        else
+          IFS='|' read -r res det <<<"$(why_not prefill $rc)"
+          row speed "$SPEED_LABEL prefill" "$res" "$det"
+        fi
+        rc=0
+        speed_run throughput "$TP_ROWS" 128 128 256 8192 150 || rc=$?
+        if ((rc == 0)); then
+          row speed "$SPEED_LABEL $TP_ROWS rows 128/128" "$(inspect_field "$WORK/throughput.h5" throughput | awk '{print $1, "out tok/s"}')" \
+            "$(inspect_field "$WORK/throughput.h5" wall) wall; max_seqs 256; ttft $(inspect_field "$WORK/throughput.h5" ttft)"
+        else
+          IFS='|' read -r res det <<<"$(why_not throughput $rc)"
+          row speed "$SPEED_LABEL $TP_ROWS rows 128/128" "$res" "$det"
+        fi
+      fi
+    else
+      row speed "$SPEED_LABEL" FAIL "no model: $(log_tail "$LOGS/make-model-$(basename "$M8B").log" 2)"
+    fi
+  fi
+fi
+
+# ---- 5. NCCL: TP=2 on the one GPU vs TP=1 --------------------------------------------------------
+if ! skipping nccl; then
+  dev=cuda
+  if ((GPUS == 0)); then dev=cpu; fi
+  model=$M125
+  [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset 125m --dtype float32
+  python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
+  common=("dtype: float32" "sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
+  write_job "$WORK/tp1.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp1.h5" "$dev" "${common[@]}"
+  write_job "$WORK/tp2.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp2.h5" "$dev" "${common[@]}" "parallel:" "  tensor: 2"
+  label="TP=2 (2 ranks, 1 GPU, NCCL_HOSTID per rank) vs TP=1"
+  [[ "$dev" == cpu ]] && label="TP=2 via mpirun on cpu (MPI plumbing) vs TP=1"
+  rc=0
+  run_job tp1 90 1 "$WORK/tp1.yaml" || rc=$?
+  if ((rc != 0)); then
+    IFS='|' read -r res det <<<"$(why_not tp1 $rc)"
+    row nccl "TP=1 $dev" "$res" "$det"
+  else
+    rc=0
+    run_job tp2 120 2 "$WORK/tp2.yaml" || rc=$?
+    if ((rc != 0)); then
+      IFS='|' read -r res det <<<"$(why_not tp2 $rc)"
+      row nccl "$label" "$res" "$det"
+    else
+      r=$(compare "$WORK/tp2.h5" "$WORK/tp1.h5")
+      read -r rs rn ts tn md first <<<"${r:-x x x x x x}"
+      verdict=FAIL
+      [[ -n "$r" && "$rs" == "$rn" ]] && verdict=pass
+      row nccl "$label" "$verdict" "tokens $ts/$tn identical, max|Δlogprob| $md; $(grep -m1 -o 'tensor-parallel allreduce: [0-9]* calls' "$LOGS/tp2.log")"
+    fi
+  fi
+  ((GPUS == 0)) && row nccl "NCCL over 2 ranks on 1 GPU" "no device" "needs a GPU"
+fi
+
+row total "wall time" "$((SECONDS - T_START)) s" "budget ${BUDGET} s; logs in $LOGS"
+echo
+cat "$TABLE"
+if [[ -n "${OUT:-}" ]]; then
+  tar -czf "$OUT/gpu_check_logs.tar.gz" -C "$WORK" logs 2>/dev/null
+fi
+grep -q -E "\| *FAIL" <(printf '%s\n' "${ROWS[@]}" | cut -d'|' -f3 | sed 's/^/| /') && exit 1
+exit 0

@@ -46,7 +46,8 @@ done
 # Installed here but not needed on the GPU machine; hidden so that nothing can find them by accident.
 for p in googletest libgmock-dev hdf5-tools icu-devtools libblas-dev libblas3 liblapack-dev liblapack3 \
   libhwloc-dev libhwloc-plugins libpmix-dev libhdf5-fortran-102 libhdf5-hl-cpp-100 libhdf5-hl-fortran-100 \
-  libhdf5-openmpi-dev libhdf5-openmpi-103-1 libhdf5-mpi-dev libevent-dev libnccl2 libnccl-dev; do
+  libhdf5-openmpi-dev libhdf5-openmpi-103-1 libhdf5-mpi-dev libevent-dev libnccl2 libnccl-dev \
+  libaec-dev libcurl4-openssl-dev libssl-dev libjpeg62-turbo-dev libjpeg-dev; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "ok installed" && hidden+=("$p")
 done
 
