@@ -1,34 +1,35 @@
-// GPU micro-benchmark (CUDA builds only; run by scripts/gpu_check.sh on a GPU machine):
+// GPU micro-benchmark (CUDA builds only; run by scripts/gpu_check.sh on a GPU machine), all
+// through the CUDA backend's Backend interface:
 //   1. device copy bandwidth (cudaMemcpy D2D, bytes read + written per second);
-//   2. decode step of a Llama-3-8B-shaped layer stack (fp32 weights, 32 layers of qkv, o,
-//      gate_up and down projections through the CUDA backend's matmul_nt) at batch 1, 8 and 64,
-//      against the HBM floor: weight bytes / measured copy bandwidth;
-//   3. a prefill-sized GEMM (4096 tokens x 14336 x 4096): fp32 SGEMM through the backend, and
-//      cuBLAS with TF32 tensor cores, in TFLOP/s.
+//   2. the GEMMs of a decode step of a Llama-3-8B-shaped model in bf16 (32 layers of qkv, o,
+//      gate_up and down projections + the LM head) at batch 1, 16 and 64, against the HBM floor:
+//      weight bytes / measured copy bandwidth;
+//   3. a prefill-sized GEMM (4096 tokens x 14336 x 4096): bf16 and TF32 (F32 weights), TFLOP/s;
+//   4. decode attention at batch 1 and 64 over a 4K context (32 q / 8 kv heads, head_dim 128,
+//      bf16 cache), against the KV bytes it must read.
 // Prints a short table last. Usage: tpbatch_gpu_bench [layers (32)]
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 
 using namespace tpbatch;
 using Clock = std::chrono::steady_clock;
 
-static double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 template <typename F>
-static double time_it(F&& f, int iters) {  // mean seconds per call after one warm-up
+static double time_it(Backend& be, F&& f, int iters) {  // mean seconds per call after one warm-up
   f();
-  cuda_synchronize();
+  be.synchronize();
   const auto t0 = Clock::now();
   for (int i = 0; i < iters; ++i) f();
-  cuda_synchronize();
-  return seconds_since(t0) / iters;
+  be.synchronize();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
 }
 
 int main(int argc, char** argv) {
@@ -37,84 +38,104 @@ int main(int argc, char** argv) {
     return 77;
   }
   const int layers = argc > 1 ? std::atoi(argv[1]) : 32;
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  std::printf("device: %s, %d SMs, %.1f GiB; %s\n", prop.name, prop.multiProcessorCount,
-              prop.totalGlobalMem / double(1 << 30), cuda_build_info().c_str());
+  std::printf("device: %s; %s\n", cuda_device_description(0).c_str(), cuda_build_info().c_str());
   auto be = make_cuda_backend(0);
 
   // 1. Copy bandwidth.
   const size_t copy_bytes = size_t(2) << 30;
-  void* a = cuda_alloc(copy_bytes);
-  void* b = cuda_alloc(copy_bytes);
-  cuda_memset(a, 1, copy_bytes);
-  const double t_copy = time_it([&] { cudaMemcpy(b, a, copy_bytes, cudaMemcpyDeviceToDevice); }, 10);
-  const double bw = 2.0 * copy_bytes / t_copy;  // read + write
+  double bw = 0;
+  {
+    Buffer a = be->alloc(copy_bytes / 2, DType::BF16), b = be->alloc(copy_bytes / 2, DType::BF16);
+    const size_t bytes = a.bytes();
+    const double t = time_it(*be, [&] { cudaMemcpy(b.view().data, a.view().data, bytes, cudaMemcpyDeviceToDevice); }, 10);
+    bw = 2.0 * bytes / t;  // read + write
+  }
   std::printf("copy: %.0f GB/s (read+write)\n", bw / 1e9);
-  cuda_free(a);
-  cuda_free(b);
 
-  // 2. Decode GEMVs over an 8B-shaped stack.
-  const int64_t H = 4096, inter = 14336, qkv = 4096 + 2 * 1024;
+  // 2. Decode GEMMs over an 8B-shaped bf16 stack.
+  const int64_t H = 4096, inter = 14336, qkv = 4096 + 2 * 1024, vocab = 128256;
   struct Proj { int64_t n, k; };
   const std::vector<Proj> projs = {{qkv, H}, {H, H}, {2 * inter, H}, {H, inter}};
-  size_t per_layer = 0;
-  for (const Proj& p : projs) per_layer += size_t(p.n * p.k);
-  const size_t weight_bytes = per_layer * layers * sizeof(float);
-  std::vector<float*> w;
+  std::vector<Buffer> w;
+  size_t weight_bytes = 0;
   for (int l = 0; l < layers; ++l)
     for (const Proj& p : projs) {
-      w.push_back(static_cast<float*>(cuda_alloc(size_t(p.n * p.k) * sizeof(float))));
-      cuda_memset(w.back(), 0, size_t(p.n * p.k) * sizeof(float));
+      w.push_back(be->alloc(size_t(p.n * p.k), DType::BF16));
+      weight_bytes += w.back().bytes();
     }
+  Buffer lm_head = be->alloc(size_t(vocab * H), DType::BF16);
+  weight_bytes += lm_head.bytes();
   const int64_t max_batch = 64;
-  float* x = static_cast<float*>(cuda_alloc(max_batch * inter * sizeof(float)));
-  float* y = static_cast<float*>(cuda_alloc(max_batch * 2 * inter * sizeof(float)));
-  cuda_memset(x, 0, max_batch * inter * sizeof(float));
+  Buffer x = be->alloc(max_batch * inter, DType::BF16), y = be->alloc(max_batch * 2 * inter, DType::BF16);
+  Buffer logits = be->alloc(max_batch * vocab, DType::F32);
   const double floor_ms = weight_bytes / bw * 1e3;  // every weight byte read once at the measured HBM rate
   struct Row { int batch; double ms; };
   std::vector<Row> decode;
-  for (int batch : {1, 8, 64}) {
-    const double t = time_it([&] {
+  for (int batch : {1, 16, 64}) {
+    const double t = time_it(*be, [&] {
       size_t i = 0;
       for (int l = 0; l < layers; ++l)
-        for (const Proj& p : projs) be->matmul_nt(x, w[i++], y, batch, p.n, p.k);
+        for (const Proj& p : projs) be->matmul_nt(x.view(), w[i++].view(), y.view(), batch, p.n, p.k);
+      be->matmul_nt(x.view(), lm_head.view(), logits.view(), batch, vocab, H);
     }, 5);
     decode.push_back({batch, t * 1e3});
-    std::printf("decode batch %d: %.2f ms per step (%d layers, %.2f GB fp32 weights)\n", batch, t * 1e3, layers,
-                weight_bytes / 1e9);
+    std::printf("decode GEMMs batch %d: %.2f ms per step (%d layers + LM head, %.2f GB bf16 weights)\n", batch,
+                t * 1e3, layers, weight_bytes / 1e9);
   }
-  for (float* p : w) cuda_free(p);
-  cuda_free(x);
-  cuda_free(y);
+  w.clear();
+  lm_head = Buffer();
 
-  // 3. Prefill-sized GEMM: fp32 through the backend, TF32 through cuBLAS directly.
+  // 3. Prefill-sized GEMM: bf16 weights, and F32 weights (TF32 tensor cores).
   const int64_t m = 4096, n = inter, k = H;
-  float* px = static_cast<float*>(cuda_alloc(m * k * sizeof(float)));
-  float* pw = static_cast<float*>(cuda_alloc(n * k * sizeof(float)));
-  float* py = static_cast<float*>(cuda_alloc(m * n * sizeof(float)));
-  cuda_memset(px, 0, m * k * sizeof(float));
-  cuda_memset(pw, 0, n * k * sizeof(float));
   const double flops = 2.0 * m * n * k;
-  const double t_fp32 = time_it([&] { be->matmul_nt(px, pw, py, m, n, k); }, 5);
-  cublasHandle_t h;
-  cublasCreate(&h);
-  cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH);
-  const float one = 1.0f, zero = 0.0f;
-  const double t_tf32 = time_it([&] {
-    cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &one, pw, int(k), px, int(k), &zero, py, int(n));
-  }, 5);
-  cublasDestroy(h);
-  cuda_free(px);
-  cuda_free(pw);
-  cuda_free(py);
+  double t_bf16 = 0, t_tf32 = 0;
+  {
+    Buffer px = be->alloc(m * k, DType::BF16), pw = be->alloc(n * k, DType::BF16), py = be->alloc(m * n, DType::BF16);
+    t_bf16 = time_it(*be, [&] { be->matmul_nt(px.view(), pw.view(), py.view(), m, n, k); }, 10);
+    Buffer fx = be->alloc(m * k, DType::F32), fw = be->alloc(n * k, DType::F32), fy = be->alloc(m * n, DType::F32);
+    t_tf32 = time_it(*be, [&] { be->matmul_nt(fx.view(), fw.view(), fy.view(), m, n, k); }, 5);
+  }
 
-  std::printf("\n%-34s %12s %12s\n", "measurement", "value", "reference");
-  std::printf("%-34s %9.0f GB/s %12s\n", "copy bandwidth (read+write)", bw / 1e9, "HBM3e 4800");
+  // 4. Decode attention over 4K contexts.
+  struct AttnRow { int batch; double us; double gbps; };
+  std::vector<AttnRow> attn;
+  {
+    const int64_t ctx = 4096, q_heads = 32, kv_heads = 8, hd = 128;
+    KvLayout kv;
+    kv.kv_heads = kv_heads, kv.block_size = 16, kv.head_dim = hd, kv.dtype = DType::BF16;
+    kv.num_blocks = 64 * ctx / kv.block_size;
+    Buffer kc = be->alloc(kv.elements_per_layer(), DType::BF16), vc = be->alloc(kv.elements_per_layer(), DType::BF16);
+    const int64_t stride = (q_heads + 2 * kv_heads) * hd;
+    Buffer qkv_buf = be->alloc(64 * stride, DType::BF16), out = be->alloc(64 * q_heads * hd, DType::BF16);
+    for (int batch : {1, 64}) {
+      std::vector<int32_t> blocks(batch * ctx / kv.block_size);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::vector<AttentionSeq> seqs;
+      std::vector<int32_t> tokens(batch, 0), positions(batch, int32_t(ctx - 1));
+      for (int b = 0; b < batch; ++b)
+        seqs.push_back({b, 1, ctx - 1, blocks.data() + b * ctx / kv.block_size, ctx / kv.block_size});
+      StepBatch step;
+      step.tokens = tokens;
+      step.positions = positions;
+      step.seqs = seqs;
+      be->begin_step(step);
+      const double t = time_it(*be, [&] {
+        be->paged_attention(qkv_buf.view(), stride, qkv_buf.view(q_heads * hd), qkv_buf.view((q_heads + kv_heads) * hd),
+                            stride, kc.view(), vc.view(), kv, q_heads, out.view());
+      }, 20);
+      const double kv_bytes = 2.0 * batch * ctx * kv_heads * hd * 2;
+      attn.push_back({batch, t * 1e6, kv_bytes / t / 1e9});
+    }
+  }
+
+  std::printf("\n%-40s %14s %14s\n", "measurement", "value", "reference");
+  std::printf("%-40s %9.0f GB/s %14s\n", "copy bandwidth (read+write)", bw / 1e9, "HBM3e 4800");
   for (const Row& r : decode)
-    std::printf("decode step batch %-3d (ms)         %12.2f %9.2f ms  (%.0f%% of floor)\n", r.batch, r.ms, floor_ms,
-                100.0 * floor_ms / r.ms);
-  std::printf("%-34s %7.1f TF/s %12s\n", "prefill GEMM fp32 (backend)", flops / t_fp32 / 1e12, "fp32 ~67");
-  std::printf("%-34s %7.1f TF/s %12s\n", "prefill GEMM tf32 (cuBLAS)", flops / t_tf32 / 1e12, "tf32 ~495");
+    std::printf("decode GEMMs batch %-3d (ms)              %14.2f %11.2f ms  (%.0f%% of floor)\n", r.batch, r.ms,
+                floor_ms, 100.0 * floor_ms / r.ms);
+  std::printf("%-40s %9.1f TF/s %14s\n", "prefill GEMM bf16 (4096x14336x4096)", flops / t_bf16 / 1e12, "bf16 ~990");
+  std::printf("%-40s %9.1f TF/s %14s\n", "prefill GEMM tf32 (F32 weights)", flops / t_tf32 / 1e12, "tf32 ~495");
+  for (const AttnRow& a : attn)
+    std::printf("decode attention batch %-3d ctx 4096 (us) %14.1f %9.0f GB/s KV\n", a.batch, a.us, a.gbps);
   return 0;
 }

@@ -1,5 +1,6 @@
-// Weight upload conversions: bf16/fp16 <-> fp32, element by element, round to nearest even.
-// CPU twin: the safetensors loader's bf16/fp16 -> fp32 widening (exact), and rounding on the way back.
+// Element-wise dtype conversion between F32, BF16 and F16 (round to nearest even), for the
+// GEMM's operands when the weight and activation dtypes differ. CPU twins: bf16_to_f32,
+// f32_to_bf16, f16_to_f32, f32_to_f16 (backend/dtype.h), which round the same way.
 #include "common.cuh"
 #include "kernels.h"
 
@@ -14,16 +15,15 @@ __global__ void convert_kernel(const From* in, To* out, size_t count) {
 
 }  // namespace
 
-template <typename From, typename To>
-void convert(const From* in, To* out, size_t count, cudaStream_t stream) {
-  if (!count) return;
-  const unsigned blocks = blocks_for(count, 256) < 65536 ? blocks_for(count, 256) : 65536;
-  convert_kernel<From, To><<<blocks, 256, 0, stream>>>(in, out, count);
+void convert(BufferView in, BufferView out, size_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  dispatch_weight(in.dtype, "convert", "input", [&](auto from) {
+    dispatch_weight(out.dtype, "convert", "output", [&](auto to) {
+      using From = typename decltype(from)::type;
+      using To = typename decltype(to)::type;
+      convert_kernel<From, To><<<grid_for(count, 256), 256, 0, stream>>>(in.as<From>(), out.as<To>(), count);
+    });
+  });
 }
-
-template void convert<__nv_bfloat16, float>(const __nv_bfloat16*, float*, size_t, cudaStream_t);
-template void convert<__half, float>(const __half*, float*, size_t, cudaStream_t);
-template void convert<float, __nv_bfloat16>(const float*, __nv_bfloat16*, size_t, cudaStream_t);
-template void convert<float, __half>(const float*, __half*, size_t, cudaStream_t);
 
 }  // namespace tpbatch::kernels

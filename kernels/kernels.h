@@ -1,78 +1,119 @@
 #pragma once
 // Host-side launchers of the CUDA kernels in kernels/*.cu. One concept per file, each written
-// plainly (llm.c style) and documented with its CPU twin in src/backend/cpu/cpu_backend.cpp,
-// which tests/gpu/test_cuda_kernels.cpp checks it against. All pointers are device pointers;
-// activations are fp32 with fp32 accumulation. Every launcher is asynchronous on `stream`.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// plainly (llm.c style) and named after its CPU twin in src/backend/cpu/ (the Backend method of
+// the same name), which tests/gpu/test_cuda_kernels.cpp checks it against. Views are device
+// memory; activations are F32 or BF16 (BF16 is what the CUDA backend computes in), every kernel
+// does its arithmetic in fp32, and every launcher is asynchronous on `stream`. A dtype a kernel
+// does not support throws Error naming the operation and the operand.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/backend.h"
+#include "backend/buffer.h"
+
 namespace tpbatch::kernels {
 
-// rmsnorm.cu — out[m,n] = x * rsqrt(mean(x^2) + eps) * w.  CPU: CpuBackend::rmsnorm.
-template <typename W>
-void rmsnorm(const float* x, const W* w, float* out, int64_t m, int64_t n, float eps, cudaStream_t stream);
-// rmsnorm.cu — fused residual add + RMSNorm: x += residual, then out = rmsnorm(x) * w.
-// CPU: CpuBackend::add followed by CpuBackend::rmsnorm.
-template <typename W>
-void add_rmsnorm(float* x, const float* residual, const W* w, float* out, int64_t m, int64_t n, float eps,
-                 cudaStream_t stream);
+// ---- the step, as begin_step() uploaded it (device pointers into one step buffer) ----------
 
-// rope.cu — rotate-half RoPE in place.  CPU: CpuBackend::rope.
-void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
-          const float* inv_freq, cudaStream_t stream);
-
-// paged_attention.cu — the step's per-row view of the sequences (built on the host by the backend
-// from AttentionSeq): position of the row (-1: the row belongs to no sequence), offset of its
-// sequence's block table in `tables`, and that table's length.
+// Per row of the step: its position (-1: the row belongs to no sequence), the offset of its
+// sequence's block table in StepView::tables, and that table's length.
 struct AttentionRow {
   int32_t pos;
   int32_t table_offset;
   int32_t num_blocks;
 };
-// Appends k/v rows into the paged caches ([num_blocks][kv_heads][block_size][head_dim]).
-// CPU: step 1 of CpuBackend::paged_attention.
-void kv_append(const float* k, const float* v, int64_t kv_stride, float* k_cache, float* v_cache, int64_t kv_heads,
-               int64_t block_size, int64_t head_dim, const AttentionRow* rows, const int32_t* tables,
-               int64_t num_rows, cudaStream_t stream);
-// Causal GQA attention of each row over its sequence's cache (positions first..pos, first =
-// pos-window+1 with a sliding window), online softmax, one thread block per (row, q head).
-// CPU: step 2 of CpuBackend::paged_attention.
-void paged_attention(const float* q, int64_t q_stride, const float* k_cache, const float* v_cache,
-                     int64_t kv_heads, int64_t block_size, int64_t head_dim, int64_t window, int64_t q_heads,
-                     const AttentionRow* rows, const int32_t* tables, int64_t num_rows, float* out,
-                     cudaStream_t stream);
+
+// Attention tiles hold 2^i consecutive rows of one sequence, i < kTileShapes (1..16 rows).
+inline constexpr int kTileShapes = 5;
+inline constexpr int kMaxTileQueries = 16;  // (rows x q heads) per attention thread block
+
+struct StepView {
+  int64_t rows = 0, num_seqs = 0, num_logit_rows = 0;
+  const int32_t* tokens = nullptr;            // [rows]
+  const int32_t* positions = nullptr;         // [rows]
+  const AttentionRow* attn_rows = nullptr;    // [rows]
+  const int32_t* tables = nullptr;            // the sequences' block tables, concatenated
+  const int32_t* seq_row_begin = nullptr;     // [num_seqs]
+  const int32_t* seq_num_rows = nullptr;      // [num_seqs]
+  const int32_t* tile_prefix = nullptr;       // [kTileShapes][num_seqs + 1]: tiles before sequence s
+  const int32_t* logit_rows = nullptr;        // [num_logit_rows]
+  const int32_t* logit_targets = nullptr;     // [num_logit_rows]
+};
+
+// How paged_attention() cuts the work: tile shape (2^tile_shape rows x heads_per_tile q heads of
+// one kv head) and how many thread blocks share one tile's context (flash-decoding splits).
+struct AttentionGrid {
+  int tile_shape = 0;      // log2 of the rows per tile
+  int64_t heads_per_tile = 1;
+  int64_t head_chunks = 1;  // q-head groups of heads_per_tile per kv head
+  int64_t tiles = 0;        // tiles over all sequences (StepView::tile_prefix[tile_shape][num_seqs])
+  int64_t splits = 1;
+};
+// The grid for `group` q heads per kv head: the tile shape that fits kMaxTileQueries queries,
+// tiles_by_shape[tile_shape] tiles, and splits of the context (each at least two 16-position K/V
+// blocks long, at most 64) until there are about two thread blocks per SM: batch-1 decode gets
+// the whole GPU, large prefill steps are not split. max_span: the longest context a tile sees.
+AttentionGrid attention_grid(int64_t group, int64_t kv_heads, const int64_t* tiles_by_shape, int64_t max_span,
+                             int sms);
+// Floats of scratch paged_attention() needs with `splits` > 1 (0 otherwise).
+size_t attention_scratch_floats(int64_t rows, int64_t q_heads, int64_t head_dim, int64_t splits);
+
+// ---- kernels -----------------------------------------------------------------------------
+
+// elementwise.cu — x[i] += y[i].  CPU: CpuBackend::add.
+void add(BufferView x, BufferView y, size_t count, cudaStream_t stream);
+// elementwise.cu — x[m,n] += bias[n] (bias F32).  CPU: CpuBackend::add_bias.
+void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n, cudaStream_t stream);
+
+// rmsnorm.cu — out[m,n] = x * rsqrt(mean(x^2) + eps) * w.  CPU: CpuBackend::rmsnorm.
+void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps, cudaStream_t stream);
+// rmsnorm.cu — fused residual add + RMSNorm: x += residual (rounded to x's dtype), then
+// out = rmsnorm(x) * w, one read of x and residual.  CPU: CpuBackend::add_rmsnorm.
+void add_rmsnorm(BufferView x, BufferView residual, BufferView w, BufferView out, int64_t m, int64_t n, float eps,
+                 cudaStream_t stream);
+
+// rope.cu — rotate-half RoPE in place at the step's positions.  CPU: CpuBackend::rope.
+void rope(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView inv_freq,
+          const StepView& step, cudaStream_t stream);
 
 // silu_mul.cu — out[m,i] = silu(gu[m,i]) * gu[m,inter+i].  CPU: CpuBackend::silu_mul.
-void silu_mul(const float* gu, float* out, int64_t m, int64_t inter, cudaStream_t stream);
+void silu_mul(BufferView gu, BufferView out, int64_t m, int64_t inter, cudaStream_t stream);
 
-// embedding.cu — vocab-masked lookup: out[i,:] = table[ids[i]-vocab_begin,:] or 0 outside the
-// shard's range.  CPU: CpuBackend::embedding.
-template <typename W>
-void embedding(const int32_t* ids, int64_t count, const W* table, int64_t vocab_begin, int64_t vocab_end,
-               int64_t dim, float* out, cudaStream_t stream);
+// embedding.cu — vocab-masked lookup at the step's tokens: out[i,:] = table[id-vocab_begin,:] or
+// 0 outside the shard's range.  CPU: CpuBackend::embedding.
+void embedding(BufferView table, int64_t vocab_begin, int64_t vocab_end, int64_t dim, BufferView out,
+               const StepView& step, cudaStream_t stream);
 
-// logit_stats.cu — per row of a vocabulary shard's logits: max, lowest-id argmax (global id =
-// vocab_begin + j), sum of exp(l - max), and the target's logit (NaN unless the target id lies in
-// the shard). Same layout as ShardStats in src/model/model_runner.cpp (the CPU twin).
-struct LogitStats {
-  float max_logit;
-  int32_t argmax;
-  float sum_exp;
-  float target_logit;
-};
-void logit_stats(const float* logits, int64_t rows, int64_t vocab_shard, int64_t vocab_begin,
-                 const int32_t* targets, LogitStats* stats, cudaStream_t stream);
+// gather_rows.cu — out[i,:] = x[logit_rows[first+i],:] (any 2- or 4-byte dtype).
+// CPU: CpuBackend::gather_logit_rows.
+void gather_logit_rows(BufferView x, int64_t dim, int64_t first, int64_t count, BufferView out, const StepView& step,
+                       cudaStream_t stream);
 
-// elementwise.cu — x[i] += y[i] (CpuBackend::add); x[m,n] += bias[n] (CpuBackend::add_bias).
-void add(float* x, const float* y, size_t count, cudaStream_t stream);
-void add_bias(float* x, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
+// logit_stats.cu — per row of a vocabulary shard's F32 logits: max, lowest-id argmax (global id
+// = vocab_begin + j), sum of exp(l - max), and the logit of the target logit_targets[first+i]
+// (NaN unless it lies in the shard).  CPU: CpuBackend::logit_stats.
+void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
+                 BufferView stats, const StepView& step, cudaStream_t stream);
 
-// convert.cu — weight upload: bf16/fp16 <-> fp32, element by element (round to nearest even).
-template <typename From, typename To>
-void convert(const From* in, To* out, size_t count, cudaStream_t stream);
+// paged_attention.cu — appends the step's k/v rows into the paged caches
+// ([num_blocks][kv_heads][block_size][head_dim], F32 or BF16).  CPU: step 1 of
+// CpuBackend::paged_attention.
+void kv_append(BufferView k, BufferView v, int64_t kv_stride, BufferView k_cache, BufferView v_cache,
+               const KvLayout& kv, const StepView& step, cudaStream_t stream);
+// paged_attention.cu — causal GQA attention of every row over its sequence's cache (positions
+// first..pos, first = pos-window+1 with a sliding window). One thread block per (tile, kv head,
+// split): the K/V of each 16-position block are read once into shared memory for every query of
+// the tile (rows x q heads sharing the kv head); with splits > 1 each block covers a slice of the
+// context and a second kernel merges the slices' (max, sum, output).  `scratch`: at least
+// attention_scratch_floats() floats.  CPU: step 2 of CpuBackend::paged_attention.
+void paged_attention(BufferView q, int64_t q_stride, BufferView k_cache, BufferView v_cache, const KvLayout& kv,
+                     int64_t q_heads, BufferView out, const AttentionGrid& grid, float* scratch, const StepView& step,
+                     cudaStream_t stream);
+
+// convert.cu — element-wise dtype conversion (F32/BF16/F16, round to nearest even): the GEMM's
+// operand conversions.  CPU: bf16_to_f32 / f32_to_bf16 / f16 twins in backend/dtype.h.
+void convert(BufferView in, BufferView out, size_t count, cudaStream_t stream);
 
 }  // namespace tpbatch::kernels

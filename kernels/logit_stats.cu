@@ -1,8 +1,8 @@
-// Per-row statistics of a vocabulary shard's logits, one thread block per row: max, the lowest
-// vocabulary id reaching it, sum of exp(l - max) and the target's logit (NaN unless the target lies
-// in [vocab_begin, vocab_begin + vocab_shard)). The ranks' stats are then merged exactly as the CPU
-// LM head does. CPU twin: the ShardStats loop in ModelRunner::compute_logits (model_runner.cpp),
-// which sums in double; fp32 here.
+// Per-row statistics of a vocabulary shard's F32 logits, one thread block per row: max, the
+// lowest vocabulary id reaching it, sum of exp(l - max) and the target's logit (NaN unless the
+// target lies in [vocab_begin, vocab_begin + vocab_shard)). The targets are the step's
+// logit_targets[first + i]. The ranks' stats are then merged on the host. CPU twin:
+// CpuBackend::logit_stats (which may sum in double; fp32 here, rel. error ~1e-6).
 #include <cmath>
 
 #include "common.cuh"
@@ -44,9 +44,9 @@ __global__ void logit_stats_kernel(const float* logits, int64_t vn, int64_t v0, 
   if (threadIdx.x == 0) {
     LogitStats st;
     st.max_logit = mx;
-    st.argmax = best_j[0] < vn ? static_cast<int32_t>(v0 + best_j[0]) : 0;
+    st.argmax = best_j[0] < vn ? static_cast<int32_t>(v0 + best_j[0]) : 0;  // 0 when no logit beats -inf, as on the CPU
     st.sum_exp = se;
-    const int64_t t = targets ? targets[blockIdx.x] : -1;
+    const int64_t t = targets[blockIdx.x];
     st.target_logit = (t >= v0 && t < v0 + vn) ? row[t - v0] : __int_as_float(0x7fc00000);
     stats[blockIdx.x] = st;
   }
@@ -54,10 +54,15 @@ __global__ void logit_stats_kernel(const float* logits, int64_t vn, int64_t v0, 
 
 }  // namespace
 
-void logit_stats(const float* logits, int64_t rows, int64_t vocab_shard, int64_t vocab_begin, const int32_t* targets,
-                 LogitStats* stats, cudaStream_t stream) {
-  if (rows == 0) return;
-  logit_stats_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab_shard, vocab_begin, targets, stats);
+void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
+                 BufferView stats, const StepView& step, cudaStream_t stream) {
+  if (count == 0) return;
+  if (logits.dtype != DType::F32) unsupported("logit_stats", "logits", logits.dtype);
+  if (first < 0 || first + count > step.num_logit_rows)
+    throw Error("CUDA backend: logit_stats: rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                ") outside the step's " + std::to_string(step.num_logit_rows) + " logit rows");
+  logit_stats_kernel<<<count, kThreads, 0, stream>>>(logits.as<float>(), vocab_shard, vocab_begin,
+                                                     step.logit_targets + first, stats.as<LogitStats>());
 }
 
 }  // namespace tpbatch::kernels

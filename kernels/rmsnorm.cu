@@ -1,6 +1,8 @@
-// RMSNorm, one thread block per row: out = x * rsqrt(mean(x^2) + eps) * w.
-// CPU twin: CpuBackend::rmsnorm (which accumulates in double; fp32 here is within 1e-6).
-// add_rmsnorm fuses the residual add that precedes every norm in the layer: x += residual first.
+// RMSNorm, one thread block per row: out = x * rsqrt(mean(x^2) + eps) * w (x, out activations;
+// w F32, or BF16/F16). CPU twins: CpuBackend::rmsnorm and CpuBackend::add_rmsnorm (which
+// accumulate in double; fp32 here). add_rmsnorm fuses the residual add that precedes every norm
+// in the layer: x += residual first, stored in x's dtype, and the norm is of the stored values,
+// as the unfused add + rmsnorm would compute it. Rows go by 16-byte packs when n allows.
 #include "common.cuh"
 #include "kernels.h"
 
@@ -9,42 +11,74 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename W, bool kAddResidual>
-__global__ void rmsnorm_kernel(float* x, const float* residual, const W* w, float* out, int64_t n, float eps) {
-  float* xr = x + blockIdx.x * n;
+template <typename T, typename W, bool kAddResidual>
+__global__ void rmsnorm_kernel(T* x, const T* residual, const W* w, T* out, int64_t n, float eps, bool packed) {
+  T* xr = x + blockIdx.x * n;
+  const T* rr = kAddResidual ? residual + blockIdx.x * n : nullptr;
+  T* o = out + blockIdx.x * n;
+  constexpr int N = Pack<T>::N;
   float ss = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    float v = xr[j];
-    if (kAddResidual) xr[j] = v = v + residual[blockIdx.x * n + j];
-    ss += v * v;
+  if (packed) {
+    for (int64_t j = threadIdx.x * int64_t(N); j < n; j += int64_t(blockDim.x) * N) {
+      Pack<T> a = load_pack(xr + j);
+      if (kAddResidual) {
+        const Pack<T> b = load_pack(rr + j);
+#pragma unroll
+        for (int e = 0; e < N; ++e) a.v[e] = from_float<T>(to_float(a.v[e]) + to_float(b.v[e]));
+        store_pack(xr + j, a);
+      }
+#pragma unroll
+      for (int e = 0; e < N; ++e) ss += to_float(a.v[e]) * to_float(a.v[e]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T v = xr[j];
+      if (kAddResidual) xr[j] = v = from_float<T>(to_float(v) + to_float(rr[j]));
+      ss += to_float(v) * to_float(v);
+    }
   }
-  ss = block_sum(ss);
+  ss = block_sum(ss);  // its barriers also order this thread's x writes before the reads below
   const float scale = rsqrtf(ss / static_cast<float>(n) + eps);
-  float* o = out + blockIdx.x * n;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = xr[j] * scale * to_float(w[j]);
+  if (packed) {
+    for (int64_t j = threadIdx.x * int64_t(N); j < n; j += int64_t(blockDim.x) * N) {
+      // Each thread reads back exactly the packs it wrote above: no cross-thread dependency.
+      const Pack<T> a = load_pack(xr + j);
+      Pack<T> r;
+#pragma unroll
+      for (int e = 0; e < N; ++e) r.v[e] = from_float<T>(to_float(a.v[e]) * scale * to_float(w[j + e]));
+      store_pack(o + j, r);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) o[j] = from_float<T>(to_float(xr[j]) * scale * to_float(w[j]));
+  }
+}
+
+template <bool kAddResidual>
+void launch(BufferView x, BufferView residual, BufferView w, BufferView out, int64_t m, int64_t n, float eps,
+            cudaStream_t stream, const char* op) {
+  if (m == 0 || n == 0) return;
+  if (out.dtype != x.dtype) unsupported(op, "out (differs from x)", out.dtype);
+  if (kAddResidual && residual.dtype != x.dtype) unsupported(op, "residual (differs from x)", residual.dtype);
+  dispatch_act(x.dtype, op, "x", [&](auto xt) {
+    dispatch_weight(w.dtype, op, "w", [&](auto wt) {
+      using T = typename decltype(xt)::type;
+      using W = typename decltype(wt)::type;
+      const bool packed = packable<T>(n, x.data, out.data, kAddResidual ? residual.data : nullptr);
+      rmsnorm_kernel<T, W, kAddResidual><<<m, kThreads, 0, stream>>>(
+          x.as<T>(), kAddResidual ? residual.as<T>() : nullptr, w.as<W>(), out.as<T>(), n, eps, packed);
+    });
+  });
 }
 
 }  // namespace
 
-template <typename W>
-void rmsnorm(const float* x, const W* w, float* out, int64_t m, int64_t n, float eps, cudaStream_t stream) {
-  if (m == 0) return;
-  rmsnorm_kernel<W, false><<<m, kThreads, 0, stream>>>(const_cast<float*>(x), nullptr, w, out, n, eps);
+void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps, cudaStream_t stream) {
+  launch<false>(x, BufferView{}, w, out, m, n, eps, stream, "rmsnorm");
 }
 
-template <typename W>
-void add_rmsnorm(float* x, const float* residual, const W* w, float* out, int64_t m, int64_t n, float eps,
+void add_rmsnorm(BufferView x, BufferView residual, BufferView w, BufferView out, int64_t m, int64_t n, float eps,
                  cudaStream_t stream) {
-  if (m == 0) return;
-  rmsnorm_kernel<W, true><<<m, kThreads, 0, stream>>>(x, residual, w, out, n, eps);
+  launch<true>(x, residual, w, out, m, n, eps, stream, "add_rmsnorm");
 }
-
-#define INSTANTIATE(W)                                                                                   \
-  template void rmsnorm<W>(const float*, const W*, float*, int64_t, int64_t, float, cudaStream_t);       \
-  template void add_rmsnorm<W>(float*, const float*, const W*, float*, int64_t, int64_t, float, cudaStream_t);
-INSTANTIATE(float)
-INSTANTIATE(__nv_bfloat16)
-INSTANTIATE(__half)
-#undef INSTANTIATE
 
 }  // namespace tpbatch::kernels

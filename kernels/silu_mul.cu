@@ -1,26 +1,51 @@
 // SwiGLU activation: out[m,i] = silu(gu[m,i]) * gu[m, inter+i], gu = [gate | up] per row.
-// CPU twin: CpuBackend::silu_mul.
+// CPU twin: CpuBackend::silu_mul. Packs of 16 bytes when inter allows.
 #include "common.cuh"
 #include "kernels.h"
 
 namespace tpbatch::kernels {
 namespace {
 
-__global__ void silu_mul_kernel(const float* gu, float* out, int64_t m, int64_t inter) {
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+template <typename T>
+__global__ void silu_mul_kernel(const T* gu, T* out, int64_t m, int64_t inter) {
   const int64_t total = m * inter;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = t / inter, i = t % inter;
-    const float g = gu[r * 2 * inter + i], u = gu[r * 2 * inter + inter + i];
-    out[t] = g / (1.0f + expf(-g)) * u;
+    out[t] = from_float<T>(silu_times(to_float(gu[r * 2 * inter + i]), to_float(gu[r * 2 * inter + inter + i])));
+  }
+}
+
+// inter a multiple of the pack; t counts packs of the output.
+template <typename T>
+__global__ void silu_mul_packed_kernel(const T* gu, T* out, int64_t m, int64_t inter) {
+  constexpr int N = Pack<T>::N;
+  const int64_t per_row = inter / N, total = m * per_row;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = t / per_row, i = (t % per_row) * N;
+    const Pack<T> g = load_pack(gu + r * 2 * inter + i), u = load_pack(gu + r * 2 * inter + inter + i);
+    Pack<T> o;
+#pragma unroll
+    for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(silu_times(to_float(g.v[e]), to_float(u.v[e])));
+    store_pack(out + r * inter + i, o);
   }
 }
 
 }  // namespace
 
-void silu_mul(const float* gu, float* out, int64_t m, int64_t inter, cudaStream_t stream) {
+void silu_mul(BufferView gu, BufferView out, int64_t m, int64_t inter, cudaStream_t stream) {
   const size_t total = static_cast<size_t>(m * inter);
   if (total == 0) return;
-  silu_mul_kernel<<<blocks_for(total, 256) < 65536 ? blocks_for(total, 256) : 65536, 256, 0, stream>>>(gu, out, m, inter);
+  if (gu.dtype != out.dtype) unsupported("silu_mul", "out (differs from gu)", out.dtype);
+  dispatch_act(gu.dtype, "silu_mul", "gu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (packable<T>(inter, gu.data, out.data))
+      silu_mul_packed_kernel<T><<<grid_for(total / Pack<T>::N, 256), 256, 0, stream>>>(gu.as<T>(), out.as<T>(), m,
+                                                                                       inter);
+    else
+      silu_mul_kernel<T><<<grid_for(total, 256), 256, 0, stream>>>(gu.as<T>(), out.as<T>(), m, inter);
+  });
 }
 
 }  // namespace tpbatch::kernels

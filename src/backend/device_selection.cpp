@@ -1,5 +1,8 @@
 #include "backend/device_selection.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "common/error.h"
 
 namespace tpbatch {
@@ -8,6 +11,33 @@ int device_for_local_rank(int local_rank, int visible_devices) {
   if (visible_devices <= 0) throw Error("no CUDA device visible to this rank (check CUDA_VISIBLE_DEVICES)");
   if (local_rank < 0) throw Error("negative node-local rank " + std::to_string(local_rank));
   return local_rank % visible_devices;
+}
+
+void check_tp_group_gpus(const std::vector<RankGpu>& group, bool allow_shared) {
+  if (allow_shared) return;
+  for (size_t a = 0; a < group.size(); ++a)
+    for (size_t b = a + 1; b < group.size(); ++b)
+      if (group[a].node == group[b].node && group[a].device == group[b].device)
+        throw Error("TP ranks " + std::to_string(a) + " and " + std::to_string(b) + " of one tensor-parallel group "
+                    "both drive GPU " + std::to_string(group[a].device) + " of node " + std::to_string(group[a].node) +
+                    ": a TP group needs one GPU per rank (start fewer ranks per node, or make more GPUs visible; "
+                    "TPBATCH_ALLOW_SHARED_GPU=1 allows it for tests, with NCCL_HOSTID set per rank)");
+}
+
+bool shared_gpu_allowed_by_env() {
+  const char* v = std::getenv("TPBATCH_ALLOW_SHARED_GPU");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+std::vector<RankGpu> gather_group_gpus(MPI_Comm group, int node, int device) {
+  int size = 1;
+  MPI_Comm_size(group, &size);
+  const int mine[2] = {node, device};
+  std::vector<int> all(2 * static_cast<size_t>(size));
+  MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, group);
+  std::vector<RankGpu> out(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) out[r] = {all[2 * r], all[2 * r + 1]};
+  return out;
 }
 
 std::string choose_backend(const std::string& device_setting, bool every_rank_has_gpu) {

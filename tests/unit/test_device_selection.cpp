@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "common/error.h"
 
 namespace tpbatch {
@@ -19,6 +22,42 @@ TEST(DeviceForLocalRank, MoreRanksThanDevicesWrapAround) {
 TEST(DeviceForLocalRank, NoVisibleDeviceIsAnError) { EXPECT_THROW(device_for_local_rank(0, 0), Error); }
 
 TEST(DeviceForLocalRank, NegativeRankIsAnError) { EXPECT_THROW(device_for_local_rank(-1, 2), Error); }
+
+TEST(TpGroupGpus, DistinctGpusPass) {
+  EXPECT_NO_THROW(check_tp_group_gpus({{0, 0}, {0, 1}, {0, 2}, {0, 3}}, false));
+  EXPECT_NO_THROW(check_tp_group_gpus({{0, 0}}, false));
+  EXPECT_NO_THROW(check_tp_group_gpus({}, false));
+}
+
+TEST(TpGroupGpus, SameDeviceIndexOnDifferentNodesIsFine) {
+  EXPECT_NO_THROW(check_tp_group_gpus({{0, 0}, {1, 0}}, false));
+}
+
+TEST(TpGroupGpus, TwoRanksOnOneGpuIsAnErrorNamingThemAndTheGpu) {
+  try {
+    check_tp_group_gpus({{0, 0}, {0, 1}, {0, 1}}, false);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("TP ranks 1 and 2"), std::string::npos) << what;
+    EXPECT_NE(what.find("GPU 1 of node 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("TPBATCH_ALLOW_SHARED_GPU"), std::string::npos) << what;
+  }
+}
+
+TEST(TpGroupGpus, TheOverrideAllowsSharing) { EXPECT_NO_THROW(check_tp_group_gpus({{0, 0}, {0, 0}}, true)); }
+
+TEST(TpGroupGpus, OverrideComesFromTheEnvironment) {
+  const char* old = std::getenv("TPBATCH_ALLOW_SHARED_GPU");
+  const std::string saved = old ? old : "";
+  setenv("TPBATCH_ALLOW_SHARED_GPU", "1", 1);
+  EXPECT_TRUE(shared_gpu_allowed_by_env());
+  setenv("TPBATCH_ALLOW_SHARED_GPU", "0", 1);
+  EXPECT_FALSE(shared_gpu_allowed_by_env());
+  unsetenv("TPBATCH_ALLOW_SHARED_GPU");
+  EXPECT_FALSE(shared_gpu_allowed_by_env());
+  if (old) setenv("TPBATCH_ALLOW_SHARED_GPU", saved.c_str(), 1);
+}
 
 TEST(ChooseBackend, CpuStaysCpuEvenWithGpus) { EXPECT_EQ(choose_backend("cpu", true), "cpu"); }
 

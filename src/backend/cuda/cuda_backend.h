@@ -1,60 +1,35 @@
 #pragma once
-// The CUDA backend: Backend on device pointers (cuBLAS for matmul_nt, kernels/ for the rest),
-// plus the device-memory helpers its callers need. Plain C++: no CUDA headers here.
-// Built only with -DTPBATCH_CUDA=ON/AUTO (TPBATCH_HAVE_CUDA is then defined).
+// The CUDA backend and its NCCL data plane, for code that must not see CUDA headers (run_job,
+// tests, benchmarks). Built only with -DTPBATCH_CUDA=ON/AUTO (TPBATCH_HAVE_CUDA is then defined).
 //
-// Conventions of make_cuda_backend(): every float*/int32_t* argument of the Backend methods is a
-// device pointer, except that paged_attention's `seqs` array and their `blocks` tables are host
-// memory (scheduler metadata; the backend uploads them per call). Methods are asynchronous on the
-// backend's stream; the copy helpers below are synchronous and wait for that work.
-#include <cstddef>
+// make_cuda_backend(): Backend on one device (see cuda_backend_impl.h for how each method maps to
+// CUDA): bf16 activations and (default) KV cache, cuBLAS GEMMs with fp32 accumulation, kernels/
+// for the rest, everything queued on one non-blocking stream of its own. Host waits (download,
+// synchronize, host_access) poll the NCCL communicators made on it for asynchronous errors.
+#include <mpi.h>
+
 #include <memory>
 #include <string>
 
 #include "backend/backend.h"
+#include "topology/communicator.h"
 
 namespace tpbatch {
 
 // Backend on CUDA device `device` (cudaSetDevice'd by the constructor). Throws Error on failure.
 std::unique_ptr<Backend> make_cuda_backend(int device);
 
+// NCCL communicator over the ranks of `comm` (not owned; it must outlive the result), on
+// `cuda_backend`'s stream (a backend from make_cuda_backend, which must outlive the result):
+// the first rank's ncclUniqueId goes to the others by MPI_Bcast over `comm`. Collective over
+// `comm`. Calls are enqueued on the stream and return without waiting for the device.
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, Backend& cuda_backend);
+
 // Devices visible to this process; 0 when there is no driver or no device (never throws).
 int cuda_device_count();
+// "NVIDIA H200, 139.8 GiB, 132 SMs" for the start-up log; "" when the device cannot be queried.
+std::string cuda_device_description(int device);
 // "CUDA runtime 13.0, NCCL 2.27.7" (no GPU needed).
 std::string cuda_build_info();
-
-// Device memory. All throw Error with the CUDA error's text on failure.
-void* cuda_alloc(size_t bytes);
-void cuda_free(void* p) noexcept;
-void cuda_copy_to_device(void* dst, const void* src, size_t bytes);
-void cuda_copy_to_host(void* dst, const void* src, size_t bytes);
-void cuda_copy_device(void* dst, const void* src, size_t bytes);
-void cuda_memset(void* dst, int value, size_t bytes);
-void cuda_synchronize();  // waits for all work on the current device
-
-// Owning device array of T (moves only).
-template <typename T>
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  explicit DeviceArray(size_t n) : p_(n ? static_cast<T*>(cuda_alloc(n * sizeof(T))) : nullptr), n_(n) {}
-  DeviceArray(const T* host, size_t n) : DeviceArray(n) { cuda_copy_to_device(p_, host, n * sizeof(T)); }
-  ~DeviceArray() { cuda_free(p_); }
-  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* data() const { return p_; }
-  size_t size() const { return n_; }
-  void to_host(T* host) const { cuda_copy_to_host(host, p_, n_ * sizeof(T)); }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
-};
 
 }  // namespace tpbatch

@@ -1,48 +1,52 @@
 #pragma once
-// Communicator over NCCL, for the CUDA backend: data pointers are device pointers.
-// Bootstrapped over MPI as FasterTransformer does: the group's first rank calls ncclGetUniqueId,
-// MPI_Bcast sends the id over the group's MPI communicator, every rank calls ncclCommInitRank.
-// Each call is enqueued on the communicator's stream and waited for, so calls block like
-// MpiCommunicator's; calls and bytes are counted under the same names.
-#include <cuda_runtime.h>
+// The data plane on CUDA: Communicator over NCCL on the CUDA backend's stream. Data are device
+// buffers. Bootstrapped over MPI as FasterTransformer does: the group's first rank calls
+// ncclGetUniqueId, MPI_Bcast sends the id over the group's MPI communicator, every rank calls
+// ncclCommInitRank. Calls are enqueued on the backend's stream behind the kernels that produce
+// their data and return without waiting (the stats' seconds are host enqueue time); the backend's
+// host waits poll this communicator's asynchronous error and abort it when the peer has failed.
+// Make it with make_nccl_communicator() (cuda_backend.h).
 #include <mpi.h>
 #include <nccl.h>
 
+#include <string>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/nccl_watch.h"
 #include "topology/communicator.h"
 
 namespace tpbatch {
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public AsyncErrorSource {
  public:
-  // Collective over `comm` (not owned: it must outlive this). Sets `device` current. Collectives
-  // run on `stream` (not owned); the default, the legacy default stream, is ordered after and
-  // before all work on the backend's (blocking) stream, so no extra synchronisation is needed.
-  NcclCommunicator(MPI_Comm comm, int device, cudaStream_t stream = nullptr);
+  // Collective over `comm` (not owned: it must outlive this), as must `backend`.
+  NcclCommunicator(MPI_Comm comm, CudaBackend& backend);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  ncclComm_t nccl() const { return nccl_; }
-  cudaStream_t stream() const { return stream_; }
 
-  void allreduce_sum(float* data, size_t count) override;
-  void allgather(const void* send, void* recv, size_t bytes_per_rank) override;
-  void broadcast(void* data, size_t bytes, int root) override;
-  // NCCL point-to-point has no tags: messages between a pair of ranks match in call order.
-  void send(const void* data, size_t bytes, int peer, int tag) override;
-  void recv(void* data, size_t bytes, int peer, int tag) override;
-  void barrier() override;
+  void allreduce_sum(BufferView data, size_t count) override;  // F32, BF16 or F16
+  void allgather(BufferView send, BufferView recv, size_t bytes_per_rank) override;
+  // One ncclSend / ncclRecv each, in its own NCCL group; messages between a pair of ranks match
+  // in call order. A send is complete (on the stream) only when the peer's recv has been posted,
+  // so two ranks that both send before receiving deadlock on the device.
+  void send(BufferView data, size_t bytes, int peer) override;
+  void recv(BufferView data, size_t bytes, int peer) override;
+
+  // AsyncErrorSource
+  std::string source_name() const override;
+  std::string poll_async_error() override;
+  void abort() noexcept override;
 
  private:
-  void wait(const char* what);
-  MPI_Comm mpi_;
-  int device_;
+  CudaBackend& backend_;
   int rank_ = 0;
   int size_ = 1;
   ncclComm_t nccl_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  bool aborted_ = false;
 };
 
 }  // namespace tpbatch
