@@ -10,7 +10,7 @@
 // busbw = algbw x 2(t-1)/t, as nccl-tests reports them; the fitted model's prediction and the
 // measured/predicted ratio. The fit minimizes relative error (weighted least squares with weights
 // 1/T^2), so small messages (alpha) and large ones (B) both count.
-// --communicator routes the calls through the project's MpiCommunicator (in place, as the engine
+// --communicator routes the calls through the project's MpiGroup (in place, as the engine
 // calls it) instead of a plain out-of-place MPI_Allreduce.
 #include <mpi.h>
 
@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "topology/mpi_communicator.h"
+#include "topology/mpi_group.h"
 
 namespace {
 
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  tpbatch::MpiCommunicator comm(MPI_COMM_WORLD, /*owned=*/false);
+  tpbatch::MpiGroup comm(MPI_COMM_WORLD, /*owned=*/false);
 
   const size_t max_count = static_cast<size_t>(o.max_bytes / 4);
   std::vector<float> send(max_count), recv(max_count);
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
 
   if (rank == 0) {
     std::printf("# tpbatch_allreduce_bench: %d ranks, float sum, %s, warmup %d, iters %d, best of %d trials\n", t,
-                o.communicator ? "MpiCommunicator::allreduce_sum (in place)" : "MPI_Allreduce (out of place)",
+                o.communicator ? "MpiGroup::allreduce_sum (in place)" : "MPI_Allreduce (out of place)",
                 o.warmup, o.iters, o.trials);
     std::printf("# %12s %12s %12s %10s %10s %12s %8s\n", "size(B)", "count", "time(us)", "algbw", "busbw",
                 "model(us)", "ratio");

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/collective_check.h"
+#include "app/compute_plane.h"
 #include "backend/backend.h"
 #include "common/error.h"
 #include "common/version.h"
@@ -19,13 +20,16 @@
 #include "engine/replica.h"
 #include "engine/row_dispatcher.h"
 #include "io/input_row.h"
+#include "io/input_snapshot.h"
 #include "io/result_writer.h"
 #include "job/job_spec.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
+#include "model/weight_checks.h"
 #include "plan/memory_ledger.h"
+#include "reliability/model_fingerprint.h"
 #include "reliability/shutdown.h"
 #include "reliability/watchdog.h"
 #include "tokenizer/tokenizer.h"
@@ -33,16 +37,6 @@
 
 namespace tpbatch {
 namespace {
-
-int64_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return int64_t{8} << 30;
-}
 
 double resident_mib() {
   std::ifstream in("/proc/self/statm");
@@ -53,13 +47,16 @@ double resident_mib() {
 
 // KV cache blocks for this replica: engine.kv_cache_tokens, or what memory allows (never more
 // than max_seqs full-length rows can use). Every rank of the replica takes the minimum.
-int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& topo) {
+// Sized after the weights are resident: host memory is shared by the node's ranks, a GPU's is not.
+int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& topo, const Backend& backend,
+                  DType kv_dtype, bool host_memory) {
   const int64_t bs = job.engine.block_size;
   int64_t tokens = job.engine.kv_cache_tokens;
   if (tokens <= 0) {
     const Range layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
-    const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor, layers.size());
-    const double budget = static_cast<double>(mem_available_bytes()) * job.engine.memory_utilization / topo.local_size;
+    const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor, layers.size(), kv_dtype);
+    const double sharing = host_memory ? topo.local_size : 1;
+    const double budget = static_cast<double>(backend.memory_available()) * job.engine.memory_utilization / sharing;
     tokens = std::min<int64_t>(static_cast<int64_t>(budget / per_token), job.engine.max_seqs * cfg.max_position_embeddings);
   }
   int64_t blocks = std::max<int64_t>(1, (tokens + bs - 1) / bs), agreed = 0;
@@ -85,6 +82,8 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     MPI_Finalize();
     return code;
   };
+  // Start-up collectives are watched too: a rank stopped while the others wait ends the job.
+  Watchdog watchdog(JobSpec{}.engine.watchdog_seconds, world_rank);
 
   // 1. Job spec, model config and layout: checked on every rank before any weight is read.
   JobSpec job;
@@ -93,13 +92,13 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   int code = collective_check([&] {
     job = load_job(job_path, sets);
     cfg = load_model_config(job.model);
-#ifdef TPBATCH_HAVE_CUDA
-    if (job.device == "cuda")
-      throw Error("device: cuda requested but the engine does not run on the CUDA backend yet (use device: cpu)");
-#else
-    if (job.device == "cuda") throw Error("device: cuda requested but this tpbatch was built without the CUDA backend");
-#endif
   });
+  if (code) return finish(code);
+  watchdog.set_timeout(job.engine.watchdog_seconds);
+  std::string model_fp;  // every rank must run the same job on the same model
+  code = collective_check([&] { model_fp = model_fingerprint(job.model); });
+  if (code) return finish(code);
+  code = check_ranks_agree(job.effective_yaml, model_fp);
   if (code) return finish(code);
   code = collective_check([&] { topo = build_topology(job.parallel, cfg); });
   if (code) return finish(code);
@@ -111,9 +110,10 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   int64_t num_rows = 0;
   code = collective_check([&] {
     if (world_rank != 0) return;
-    num_rows = count_jsonl_rows(job.input.path);
+    const InputSnapshot input = snapshot_input(job.input.path);
+    num_rows = input.rows;
     RunInfo info{job.model, job.task, job.effective_yaml, world_size, topo.layout.tensor, topo.layout.pipeline,
-                 topo.layout.data(), num_rows, input_fingerprint(job.input.path)};
+                 topo.layout.data(), num_rows, input.fingerprint, model_fp};
     writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
   });
   if (code) return finish(code);
@@ -121,20 +121,32 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   // 3. This rank's shard of the weights, and the tokenizer.
   openblas_set_num_threads(blas_threads(job, topo));
   omp_set_num_threads(blas_threads(job, topo));  // the CPU backend's own loops (attention)
-  std::unique_ptr<Backend> backend = make_cpu_backend();
+  ComputePlane plane;
+  code = collective_check([&] { plane = make_compute_plane(job, topo); });
+  if (code) return finish(code);
+  Backend& backend = *plane.backend;
+  if (log) std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", backend.name().c_str(), plane.reason.c_str());
   std::optional<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;
   code = collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
+    check_weights_finite(weights, world_rank, world_size);
+    const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, cfg), cfg);
+    if (log && !unused.empty()) std::fprintf(stderr, "[tpbatch] warning: %s\n", unused.c_str());
+    const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
     ShardPlacement place;
     place.tensor = topo.layout.tensor;
     place.tp_rank = topo.coords.tp;
     place.layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
     place.has_embedding = topo.coords.pp == 0;
     place.has_lm_head = topo.coords.pp == topo.layout.pipeline - 1;
-    LlamaShard shard = load_llama_shard(cfg, weights, place);
+    LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
     weights.drop_page_cache();
-    runner.emplace(std::move(shard), *backend, *topo.tp, kv_blocks(job, cfg, topo), job.engine.block_size);
+    KvLayout kv;
+    kv.dtype = kv_cache_dtype(job, backend);
+    kv.block_size = job.engine.block_size;
+    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, plane.device < 0);
+    runner.emplace(std::move(shard), backend, *plane.tp, kv);
     if (topo.is_replica_leader()) tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
   });
   if (code) return finish(code);
@@ -146,14 +158,16 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       const KvLayout& kv = runner->kv_layout();
       const int64_t kv_tokens = kv.num_blocks * kv.block_size;
       std::fprintf(stderr,
-                   "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, fp32); resident %.1f MiB on rank 0\n",
-                   most / (1 << 20), least / (1 << 20), backend->name().c_str(), resident_mib());
+                   "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0\n",
+                   most / (1 << 20), least / (1 << 20), backend.name().c_str(), dtype_name(runner->shard().weight_dtype),
+                   resident_mib());
       std::fprintf(stderr,
-                   "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank); max concurrency %.1f "
+                   "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
                    "for %lld-token rows\n",
                    static_cast<long long>(kv_tokens),
                    static_cast<long long>(ModelRunner::kv_bytes_per_token(
-                       cfg, topo.layout.tensor, layers_of_stage(cfg.num_layers, topo.layout.pipeline, 0).size())),
+                       cfg, topo.layout.tensor, layers_of_stage(cfg.num_layers, topo.layout.pipeline, 0).size(), kv.dtype)),
+                   dtype_name(kv.dtype),
                    static_cast<double>(kv_tokens) / static_cast<double>(cfg.max_position_embeddings),
                    static_cast<long long>(cfg.max_position_embeddings));
       std::fflush(stderr);
@@ -162,7 +176,6 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
 
   // 4. Run. From here on a failure on any rank aborts every rank (no rank may hang).
   install_signal_handlers(world_rank);
-  Watchdog watchdog(job.engine.watchdog_seconds, world_rank);
   ReplicaStats stats;
   int exit_code = kExitOk;
   try {
@@ -176,16 +189,16 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       Progress progress(num_rows, already, job.engine.progress_interval, stderr);
       RowDispatcher dispatcher(job.input.path, done, *writer, progress, control, replicas - 1);
       auto source = make_local_work_source(dispatcher);
-      stats = run_replica_leader(job, *tokenizer, *runner, topo, *source);
+      stats = run_replica_leader(job, *tokenizer, *runner, topo, *plane.pp, *source);
       std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld\n", static_cast<long long>(stats.steps),
                    static_cast<long long>(stats.preemptions));
-      for (const auto& [name, st] : topo.tp->stats())
+      for (const auto& [name, st] : plane.tp->stats())
         std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
                      name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
                      stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
       // Allreduce cost per step against the alpha-beta model T = alpha + 2(t-1)/t * S / B.
-      if (topo.layout.tensor > 1 && stats.steps > 0 && topo.tp->stats().count("allreduce")) {
-        const CollectiveStats& ar = topo.tp->stats().at("allreduce");
+      if (topo.layout.tensor > 1 && stats.steps > 0 && plane.tp->stats().count("allreduce")) {
+        const CollectiveStats& ar = plane.tp->stats().at("allreduce");
         const double t = topo.layout.tensor, steps = static_cast<double>(stats.steps);
         const double model_s = ar.calls * kCpuAlphaUs * 1e-6 + 2 * (t - 1) / t * ar.bytes / (kCpuBusBandwidthGBs * 1e9);
         std::fprintf(stderr,
@@ -197,6 +210,12 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
       progress.print_final();
       writer->finish(progress.metrics());
+      const std::string missing = describe_missing_rows(writer->done_rows());
+      if (!missing.empty() && !stop_requested()) {  // never exit 0 with rows missing
+        std::fprintf(stderr, "tpbatch: error: the job ended with %s; rerun the same job (output.if_exists: resume) "
+                     "to compute them\n", missing.c_str());
+        exit_code = kExitFailure;
+      }
       if (stop_requested()) {
         std::fprintf(stderr, "[tpbatch] interrupted by a signal: finished rows are saved in %s; rerun the same job "
                      "(output.if_exists: resume) to compute the rest\n", job.output.path.c_str());
@@ -204,9 +223,9 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       }
     } else if (topo.is_replica_leader()) {
       auto source = make_remote_work_source(control);
-      stats = run_replica_leader(job, *tokenizer, *runner, topo, *source);
+      stats = run_replica_leader(job, *tokenizer, *runner, topo, *plane.pp, *source);
     } else {
-      stats = run_replica_worker(*runner, topo);
+      stats = run_replica_worker(*runner, topo, *plane.pp);
     }
     MPI_Comm_free(&control);
   } catch (const Error& e) {
@@ -231,6 +250,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     }
   }
   runner.reset();
+  plane = ComputePlane{};  // before the MPI communicators it runs over
   topo = Topology{};
   return finish(exit_code);
 }

@@ -1,11 +1,22 @@
 #pragma once
-// The compute a model shard needs, behind one interface: the CPU backend (BLAS + plain loops,
-// the reference) and the CUDA backend (cuBLAS + kernels/). Pointers are backend memory.
-// Shapes are row-major; "tokens" are the rows of one engine step (all sequences' chunks).
+// The compute a model shard needs, behind one interface: the CPU backend (GEMM kernels + plain
+// loops, the reference) and the CUDA backend (cuBLAS + kernels/). The backend owns every byte the
+// model computes on: weights, the KV cache, activations and scratch are Buffers it allocated, and
+// ModelRunner only ever sees the small downloads it asks for (LM-head statistics, sampled rows).
+//
+// Shapes are row-major; "rows" are the tokens of one engine step (all sequences' chunks).
+// Element types: weights keep their storage dtype (F32, BF16 or F16); norm weights, biases and
+// RoPE frequencies are F32; activations are activation_dtype() (F32 on the CPU, BF16 on CUDA);
+// logits are F32. Operations are queued in order (asynchronous on CUDA); download() waits.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+
+#include "backend/buffer.h"
+#include "backend/dtype.h"
 
 namespace tpbatch {
 
@@ -14,7 +25,7 @@ struct AttentionSeq {
   int64_t row_begin = 0;        // first row of the step that belongs to this sequence
   int64_t num_rows = 0;         // tokens of this sequence in the step (a prefill chunk, or 1)
   int64_t pos_begin = 0;        // position of the first of them (tokens before are in the cache)
-  const int32_t* blocks = nullptr;  // block table: KV cache blocks holding positions 0.. in order
+  const int32_t* blocks = nullptr;  // host block table: KV cache blocks holding positions 0.. in order
   int64_t num_blocks = 0;
 };
 
@@ -25,37 +36,104 @@ struct KvLayout {
   int64_t block_size = 16;
   int64_t head_dim = 0;
   int64_t window = 0;           // sliding-window attention: a query sees the last `window` positions; 0 = all
-  size_t floats_per_layer() const { return static_cast<size_t>(num_blocks * kv_heads * block_size * head_dim); }
+  DType dtype = DType::F32;     // element type of the cache
+  size_t elements_per_layer() const { return static_cast<size_t>(num_blocks * kv_heads * block_size * head_dim); }
 };
+
+// What the step operations need to know about the current step (host memory; begin_step copies
+// what it needs, so the spans need only live through the call).
+struct StepBatch {
+  std::span<const int32_t> tokens;        // [rows]: embedding ids (first pipeline stage)
+  std::span<const int32_t> positions;     // [rows]: RoPE positions
+  std::span<const AttentionSeq> seqs;     // rows laid out sequence after sequence
+  std::span<const int64_t> logit_rows;    // rows whose logits are wanted, in request order
+  std::span<const int32_t> logit_targets; // per request: token whose logit is wanted, -1 none
+  int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+// Per-shard summary of one logits row (exchanged by allgather; combined on the host).
+struct LogitStats {
+  float max_logit;
+  int32_t argmax;       // global id of the lowest-id maximum in the shard
+  float sum_exp;        // sum of exp(logit - max_logit) over the shard
+  float target_logit;   // NaN unless the target lies in the shard
+};
+static_assert(sizeof(LogitStats) == 16);
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual DType activation_dtype() const = 0;
+  // KV cache dtype when the job says `auto`.
+  virtual DType default_kv_dtype() const = 0;
 
-  // y[m,n] = x[m,k] · w[n,k]ᵀ  (w in Hugging Face [out, in] layout).
-  virtual void matmul_nt(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) = 0;
-  // out[m,n] = rmsnorm(x[m,n]) * w
-  virtual void rmsnorm(const float* x, const float* w, float* out, int64_t m, int64_t n, float eps) = 0;
+  // ---- memory -------------------------------------------------------------------------------
+  // `count` elements of `dtype`, zero-filled. Throws Error when the memory is not there.
+  virtual Buffer alloc(size_t count, DType dtype) = 0;
+  virtual void upload(BufferView dst, const void* src, size_t bytes) = 0;
+  // Waits for the work queued before it, then copies to host memory.
+  virtual void download(BufferView src, void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Runs fn on host-addressable memory holding [view, view + bytes): the buffer itself on the CPU,
+  // a staged host copy on CUDA (copied back afterwards when `write`). How host transports (MPI)
+  // reach backend buffers.
+  virtual void host_access(BufferView view, size_t bytes, bool write, const std::function<void(void*)>& fn) = 0;
+  // Bytes this backend can still allocate (device memory free; host MemAvailable): KV sizing.
+  virtual size_t memory_available() const = 0;
+
+  // ---- the step ---------------------------------------------------------------------------
+  // Sends the step's ids, positions, block tables and logit requests to the backend, once per
+  // step; embedding, rope, paged_attention, gather_logit_rows and logit_stats read them.
+  virtual void begin_step(const StepBatch& step) = 0;
+
+  // ---- compute ----------------------------------------------------------------------------
+  // y[m,n] = x[m,k] · w[n,k]ᵀ (w in Hugging Face [out, in] layout, any weight dtype; y in the
+  // activation dtype or F32).
+  virtual void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) = 0;
   // x[m,n] += bias[n]
-  virtual void add_bias(float* x, const float* bias, int64_t m, int64_t n) = 0;
+  virtual void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) = 0;
   // x[i] += y[i]
-  virtual void add(float* x, const float* y, size_t count) = 0;
-  // Rotate-half RoPE in place on `heads` heads of each row (row stride in floats).
-  virtual void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
-                    const int32_t* positions, const float* inv_freq) = 0;
+  virtual void add(BufferView x, BufferView y, size_t count) = 0;
+  // out[m,n] = rmsnorm(x[m,n]) * w
+  virtual void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps) = 0;
+  // Fused residual add + RMSNorm: x += residual, then out = rmsnorm(x) * w (one pass over x).
+  virtual void add_rmsnorm(BufferView x, BufferView residual, BufferView w, BufferView out, int64_t m, int64_t n,
+                           float eps) = 0;
+  // Rotate-half RoPE in place on `heads` heads of each of the step's rows (row stride in
+  // elements), at the step's positions.
+  virtual void rope(BufferView x, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView inv_freq) = 0;
   // out[m,i] = silu(gu[m,i]) * gu[m, inter+i]
-  virtual void silu_mul(const float* gu, float* out, int64_t m, int64_t inter) = 0;
-  // Writes the step's k/v rows into the cache, then causal attention of q over the cache.
-  // q: [rows][q_heads*head_dim] (row stride q_stride), k/v likewise with kv_heads; out: [rows][q_heads*head_dim].
-  virtual void paged_attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
-                               float* k_cache, float* v_cache, const KvLayout& kv, int64_t q_heads,
-                               const AttentionSeq* seqs, int64_t num_seqs, float* out) = 0;
-  // out[i,:] = table[ids[i]-vocab_begin,:] if the id is in [vocab_begin, vocab_end), else 0.
-  virtual void embedding(const int32_t* ids, int64_t count, const float* table, int64_t vocab_begin,
-                         int64_t vocab_end, int64_t dim, float* out) = 0;
+  virtual void silu_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) = 0;
+  // Writes the step's k/v rows into the cache, then causal attention of q over the cache, for
+  // the step's sequences. q: [rows][q_heads*head_dim] (row stride q_stride), k/v likewise with
+  // kv_heads (stride kv_stride); out: [rows][q_heads*head_dim].
+  virtual void paged_attention(BufferView q, int64_t q_stride, BufferView k, BufferView v, int64_t kv_stride,
+                               BufferView k_cache, BufferView v_cache, const KvLayout& kv, int64_t q_heads,
+                               BufferView out) = 0;
+  // out[i,:] = table[ids[i]-vocab_begin,:] for the step's ids in [vocab_begin, vocab_end), else 0.
+  virtual void embedding(BufferView table, int64_t vocab_begin, int64_t vocab_end, int64_t dim, BufferView out) = 0;
+  // out[i,:] = x[logit_rows[first + i], :] for i < count (rows of `dim` elements, same dtype).
+  virtual void gather_logit_rows(BufferView x, int64_t dim, int64_t first, int64_t count, BufferView out) = 0;
+  // dst[i*dst_stride ..+width] = src[rows[i]*src_stride ..+width], same dtype (rows: host indices).
+  virtual void copy_rows(BufferView src, int64_t src_stride, std::span<const int64_t> rows, int64_t width,
+                         BufferView dst, int64_t dst_stride) = 0;
+  // Per row i < count of F32 logits [count][vocab_shard]: LogitStats into stats (16 bytes a row,
+  // a buffer of 4*count F32), the target being logit_targets[first + i] (global ids).
+  virtual void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
+                           BufferView stats) = 0;
+
+ protected:
+  friend class Buffer;
+  virtual void release(void* data, size_t bytes) noexcept = 0;
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+// The CPU backend. checked: backend memory is mapped PROT_NONE outside backend calls, so any host
+// access that bypasses download()/host_access() crashes (the tests' guard for the CUDA path).
+// TPBATCH_CHECKED_BACKEND=1 in the environment turns it on too.
+struct CpuBackendOptions {
+  bool checked = false;
+};
+std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options = {});
 
 }  // namespace tpbatch

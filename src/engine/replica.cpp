@@ -24,11 +24,12 @@ using Clock = std::chrono::steady_clock;
 
 // A step travels to the replica's ranks without any replica-wide collective, so pipeline stages
 // overlap: the leader broadcasts it inside stage 0's TP group, and each stage's rank t passes it,
-// with the hidden state, to rank t of the next stage. The last stage's TP rank 0 returns the logits.
+// with the hidden state, to rank t of the next stage (the step on the MPI control plane, the hidden
+// state on the data plane). The last stage's TP rank 0 returns the logits.
 class StepPipe {
  public:
-  StepPipe(const Topology& topo, ModelRunner& runner)
-      : topo_(topo), runner_(runner), hidden_size_(runner.shard().config.hidden_size) {}
+  StepPipe(const Topology& topo, ModelRunner& runner, Communicator& pp_data)
+      : topo_(topo), runner_(runner), data_(pp_data) {}
   ~StepPipe() { complete_sends(0); }
 
   int stages() const { return topo_.layout.pipeline; }
@@ -37,7 +38,7 @@ class StepPipe {
 
   // Stage 0: the leader's step reaches its TP peers (step == nullptr on the leader = stop).
   bool tp_broadcast(StepInputs* step, StepInputs& received) {
-    Communicator& tp = *topo_.tp;
+    MpiGroup& tp = *topo_.tp;
     if (tp.size() == 1) return step != nullptr;
     int64_t header[2] = {step ? kStep : kStop, 0};
     std::string bytes;
@@ -53,31 +54,30 @@ class StepPipe {
     return true;
   }
 
-  // Sends the step and this stage's output hidden state (step == nullptr: a stop) to the next stage.
+  // Sends the step (control plane) and this stage's output hidden state (data plane: backend
+  // memory, NCCL on CUDA) to the next stage; step == nullptr: a stop.
   void send_next(const StepInputs* step) {
     std::string bytes = step ? step->serialize() : std::string();
-    const int64_t floats = step ? step->rows() * hidden_size_ : 0;
-    const int64_t header[3] = {step ? kStep : kStop, static_cast<int64_t>(bytes.size()), floats};
+    const int64_t header[2] = {step ? kStep : kStop, static_cast<int64_t>(bytes.size())};
     complete_sends(2 * static_cast<size_t>(stages()));
     sends_.emplace_back();
     Pending& p = sends_.back();
-    p.bytes.reserve(sizeof header + bytes.size() + floats * sizeof(float));
+    p.bytes.reserve(sizeof header + bytes.size());
     p.bytes.append(reinterpret_cast<const char*>(header), sizeof header);
     p.bytes.append(bytes);
-    if (floats) p.bytes.append(reinterpret_cast<const char*>(runner_.hidden()), floats * sizeof(float));
     MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, stage() + 1, kStageTag, topo_.pp->comm(),
               &p.request);
+    if (step && step->rows() > 0) data_.send(runner_.hidden(), runner_.hidden_bytes(step->rows()), stage() + 1);
   }
 
-  // Receives the previous stage's message: the step, and the hidden state into the runner.
+  // Receives the previous stage's message: the step, then the hidden state into the runner.
   bool recv_prev(StepInputs& step) {
     receive(stage() - 1, kStageTag);
-    int64_t header[3];
+    int64_t header[2];
     std::memcpy(header, buffer_.data(), sizeof header);
     if (header[0] == kStop) return false;
     step = StepInputs::deserialize(buffer_.substr(sizeof header, static_cast<size_t>(header[1])));
-    std::memcpy(runner_.hidden_input(step.rows()), buffer_.data() + sizeof header + header[1],
-                static_cast<size_t>(header[2]) * sizeof(float));
+    if (step.rows() > 0) data_.recv(runner_.hidden_input(step.rows()), runner_.hidden_bytes(step.rows()), stage() - 1);
     return true;
   }
 
@@ -127,7 +127,7 @@ class StepPipe {
 
   const Topology& topo_;
   ModelRunner& runner_;
-  int64_t hidden_size_;
+  Communicator& data_;
   std::deque<Pending> sends_;  // buffers stay alive until their send completes
   std::string buffer_;
 };
@@ -135,7 +135,7 @@ class StepPipe {
 }  // namespace
 
 ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelRunner& runner, const Topology& topo,
-                                WorkSource& source) {
+                                Communicator& pp_data, WorkSource& source) {
   const ModelConfig& cfg = runner.shard().config;
   const int stages = topo.layout.pipeline;
   KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size);
@@ -143,7 +143,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
                                       job.engine.admission == "longest_first"},
                       allocator);
   RowAdmitter admitter(job, tok, cfg);
-  StepPipe pipe(topo, runner);
+  StepPipe pipe(topo, runner, pp_data);
   ReplicaStats stats;
   const size_t lookahead = static_cast<size_t>(std::max<int64_t>(job.engine.lookahead, job.engine.max_seqs));
   bool more_input = true;
@@ -214,8 +214,8 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   return stats;
 }
 
-ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo) {
-  StepPipe pipe(topo, runner);
+ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo, Communicator& pp_data) {
+  StepPipe pipe(topo, runner, pp_data);
   std::vector<LogitResult> results;
   std::vector<float> full_logits;
   StepInputs step;

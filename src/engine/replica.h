@@ -20,8 +20,9 @@ struct ReplicaStats {
 };
 
 // The leader is stage 0's TP rank 0. Under pipeline parallelism it keeps one step per stage in flight.
+// pp_data: the data plane between this rank and its neighbours in the pipeline (hidden states).
 ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tokenizer, ModelRunner& runner,
-                                const Topology& topo, WorkSource& source);
-ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo);
+                                const Topology& topo, Communicator& pp_data, WorkSource& source);
+ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo, Communicator& pp_data);
 
 }  // namespace tpbatch

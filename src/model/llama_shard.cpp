@@ -1,5 +1,6 @@
 #include "model/llama_shard.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -11,28 +12,57 @@ std::string layer_name(int64_t layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
-// Appends rows [row0, row0+nrows) x all columns of a 2-D tensor to out.
-void append_rows(const WeightStore& w, const std::string& name, int64_t row0, int64_t nrows, int64_t cols,
-                 std::vector<float>& out) {
-  const size_t at = out.size();
-  out.resize(at + static_cast<size_t>(nrows * cols));
-  w.read_f32(name, row0, nrows, 0, cols, out.data() + at);
-}
+// Gathers blocks of checkpoint tensors (converted to one dtype) into one host staging area, then
+// uploads it to a backend buffer in one copy: how fused tensors (q|k|v, gate|up) are built.
+class Staging {
+ public:
+  Staging(const WeightStore& w, DType dtype) : w_(w), dtype_(dtype) {}
+
+  // Rows [row0, row0+nrows) x columns [col0, col0+ncols) of a tensor, appended.
+  Staging& rows(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
+    const size_t at = bytes_.size();
+    bytes_.resize(at + static_cast<size_t>(nrows * ncols) * dtype_size(dtype_));
+    w_.read(name, row0, nrows, col0, ncols, dtype_, bytes_.data() + at);
+    return *this;
+  }
+  Staging& all(const std::string& name, int64_t cols) { return rows(name, 0, 1, 0, cols); }
+
+  Buffer upload(Backend& be) {
+    Buffer b = be.alloc(bytes_.size() / dtype_size(dtype_), dtype_);
+    if (!bytes_.empty()) be.upload(b.view(), bytes_.data(), bytes_.size());
+    bytes_.clear();
+    return b;
+  }
+
+ private:
+  const WeightStore& w_;
+  DType dtype_;
+  std::vector<char> bytes_;
+};
 
 }  // namespace
 
-size_t LlamaShard::weight_bytes() const {
-  size_t n = embedding.size() + lm_head.size() + final_norm.size();
-  for (const auto& l : layers)
-    n += l.input_norm.size() + l.post_norm.size() + l.wqkv.size() + l.bqkv.size() + l.wo.size() + l.wgu.size() +
-         l.wdown.size() + l.bo.size();
-  return n * sizeof(float);
+DType weight_dtype_for(const std::string& job_dtype, DType storage) {
+  if (job_dtype == "float32") return DType::F32;
+  if (job_dtype == "bfloat16") return DType::BF16;
+  if (job_dtype == "float16") return DType::F16;
+  return storage;
 }
 
-LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const ShardPlacement& place) {
+size_t LlamaShard::weight_bytes() const {
+  size_t n = embedding.bytes() + lm_head.bytes() + final_norm.bytes();
+  for (const auto& l : layers)
+    n += l.input_norm.bytes() + l.post_norm.bytes() + l.wqkv.bytes() + l.bqkv.bytes() + l.wo.bytes() + l.wgu.bytes() +
+         l.wdown.bytes() + l.bo.bytes();
+  return n;
+}
+
+LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const ShardPlacement& place, Backend& be,
+                            DType wt) {
   LlamaShard s;
   s.config = cfg;
   s.placement = place;
+  s.weight_dtype = wt;
   const int t = place.tensor, r = place.tp_rank;
   const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
   s.q_head_range = balanced_split(cfg.num_heads, t, r);
@@ -43,21 +73,27 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   s.kv_heads = s.kv_head_range.size();
   s.inter = s.inter_range.size();
   for (int i = 0; i < t; ++i) s.vocab_shard_max = std::max(s.vocab_shard_max, balanced_split(cfg.vocab_size, t, i).size());
-  for (double f : rope_inverse_frequencies(cfg)) s.inv_freq.push_back(static_cast<float>(f));
+  {
+    std::vector<float> inv;
+    for (double f : rope_inverse_frequencies(cfg)) inv.push_back(static_cast<float>(f));
+    s.inv_freq = be.alloc(inv.size(), DType::F32);
+    be.upload(s.inv_freq.view(), inv.data(), inv.size() * sizeof(float));
+  }
+  Staging big(w, wt), small(w, DType::F32);
 
   const int64_t V = cfg.vocab_size, I = cfg.intermediate_size;
   const bool lm_head_tied = cfg.tie_word_embeddings || !w.has("lm_head.weight");
   if (place.has_embedding || (place.has_lm_head && lm_head_tied)) {
     w.expect_shape("model.embed_tokens.weight", {V, H});
-    append_rows(w, "model.embed_tokens.weight", s.vocab_range.begin, s.vocab_range.size(), H, s.embedding);
+    s.embedding = big.rows("model.embed_tokens.weight", s.vocab_range.begin, s.vocab_range.size(), 0, H).upload(be);
   }
   if (place.has_lm_head) {
     if (!lm_head_tied) {
       w.expect_shape("lm_head.weight", {V, H});
-      append_rows(w, "lm_head.weight", s.vocab_range.begin, s.vocab_range.size(), H, s.lm_head);
+      s.lm_head = big.rows("lm_head.weight", s.vocab_range.begin, s.vocab_range.size(), 0, H).upload(be);
     }
     w.expect_shape("model.norm.weight", {H});
-    append_rows(w, "model.norm.weight", 0, 1, H, s.final_norm);
+    s.final_norm = small.all("model.norm.weight", H).upload(be);
   }
 
   for (int64_t layer = place.layers.begin; layer < place.layers.end; ++layer) {
@@ -72,34 +108,33 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
     w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
     w.expect_shape(name("mlp.up_proj.weight"), {I, H});
     w.expect_shape(name("mlp.down_proj.weight"), {H, I});
-    append_rows(w, name("input_layernorm.weight"), 0, 1, H, L.input_norm);
-    append_rows(w, name("post_attention_layernorm.weight"), 0, 1, H, L.post_norm);
+    L.input_norm = small.all(name("input_layernorm.weight"), H).upload(be);
+    L.post_norm = small.all(name("post_attention_layernorm.weight"), H).upload(be);
 
     const int64_t q0 = s.q_head_range.begin * hd, nq = s.q_heads * hd;
     const int64_t k0 = s.kv_head_range.begin * hd, nk = s.kv_heads * hd;
-    append_rows(w, name("self_attn.q_proj.weight"), q0, nq, H, L.wqkv);
-    append_rows(w, name("self_attn.k_proj.weight"), k0, nk, H, L.wqkv);
-    append_rows(w, name("self_attn.v_proj.weight"), k0, nk, H, L.wqkv);
+    L.wqkv = big.rows(name("self_attn.q_proj.weight"), q0, nq, 0, H)
+                 .rows(name("self_attn.k_proj.weight"), k0, nk, 0, H)
+                 .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
+                 .upload(be);
     if (cfg.attention_bias) {
       w.expect_shape(name("self_attn.q_proj.bias"), {cfg.num_heads * hd});
       w.expect_shape(name("self_attn.k_proj.bias"), {cfg.num_kv_heads * hd});
       w.expect_shape(name("self_attn.v_proj.bias"), {cfg.num_kv_heads * hd});
-      L.bqkv.resize(nq + 2 * nk);
-      w.read_f32(name("self_attn.q_proj.bias"), 0, 1, q0, nq, L.bqkv.data());
-      w.read_f32(name("self_attn.k_proj.bias"), 0, 1, k0, nk, L.bqkv.data() + nq);
-      w.read_f32(name("self_attn.v_proj.bias"), 0, 1, k0, nk, L.bqkv.data() + nq + nk);
+      L.bqkv = small.rows(name("self_attn.q_proj.bias"), 0, 1, q0, nq)
+                   .rows(name("self_attn.k_proj.bias"), 0, 1, k0, nk)
+                   .rows(name("self_attn.v_proj.bias"), 0, 1, k0, nk)
+                   .upload(be);
     }
     if (cfg.attention_bias && w.has(name("self_attn.o_proj.bias"))) {  // Llama's attention_bias; Qwen2 has none
       w.expect_shape(name("self_attn.o_proj.bias"), {H});
-      append_rows(w, name("self_attn.o_proj.bias"), 0, 1, H, L.bo);
+      L.bo = small.all(name("self_attn.o_proj.bias"), H).upload(be);
     }
-    L.wo.resize(H * nq);
-    w.read_f32(name("self_attn.o_proj.weight"), 0, H, q0, nq, L.wo.data());
-
-    append_rows(w, name("mlp.gate_proj.weight"), s.inter_range.begin, s.inter, H, L.wgu);
-    append_rows(w, name("mlp.up_proj.weight"), s.inter_range.begin, s.inter, H, L.wgu);
-    L.wdown.resize(H * s.inter);
-    w.read_f32(name("mlp.down_proj.weight"), 0, H, s.inter_range.begin, s.inter, L.wdown.data());
+    L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, q0, nq).upload(be);
+    L.wgu = big.rows(name("mlp.gate_proj.weight"), s.inter_range.begin, s.inter, 0, H)
+                .rows(name("mlp.up_proj.weight"), s.inter_range.begin, s.inter, 0, H)
+                .upload(be);
+    L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, s.inter_range.begin, s.inter).upload(be);
     s.layers.push_back(std::move(L));
   }
   return s;

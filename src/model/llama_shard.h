@@ -6,8 +6,10 @@
 //   VocabParallelEmbedding / LM head: this rank's vocabulary rows
 // With TP > KV heads each rank keeps one KV head, replicated TP / KV times.
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "topology/layout.h"
@@ -22,37 +24,45 @@ struct ShardPlacement {
   bool has_lm_head = true;     // last stage
 };
 
+// Weights are backend Buffers: linear layers and the embedding in the weight dtype (the storage
+// dtype unless the job asks for another), norms and biases in F32.
 struct LayerShard {
-  std::vector<float> input_norm, post_norm;  // [H]
-  std::vector<float> wqkv;                   // [(q_heads + 2 kv_heads) * head_dim, H]
-  std::vector<float> bqkv;                   // same rows, or empty
-  std::vector<float> wo;                     // [H, q_heads * head_dim]
-  std::vector<float> bo;                     // [H] (Llama with attention_bias), added after the allreduce
-  std::vector<float> wgu;                    // [2 * inter, H]: gate rows then up rows
-  std::vector<float> wdown;                  // [H, inter]
+  Buffer input_norm, post_norm;  // [H]
+  Buffer wqkv;                   // [(q_heads + 2 kv_heads) * head_dim, H]
+  Buffer bqkv;                   // same rows, or empty
+  Buffer wo;                     // [H, q_heads * head_dim]
+  Buffer bo;                     // [H] (Llama with attention_bias), added after the allreduce
+  Buffer wgu;                    // [2 * inter, H]: gate rows then up rows
+  Buffer wdown;                  // [H, inter]
 };
 
 struct LlamaShard {
   ModelConfig config;
   ShardPlacement placement;
+  DType weight_dtype = DType::F32;
   int64_t q_heads = 0;        // local
   int64_t kv_heads = 0;       // local
   int64_t inter = 0;          // local intermediate size
   Range q_head_range, kv_head_range, inter_range, vocab_range;
   int64_t vocab_shard_max = 0;   // largest vocab shard over the TP group (for padded gathers)
-  std::vector<float> inv_freq;   // RoPE
-  std::vector<float> embedding;  // [vocab shard, H] (first stage; with tied weights also the LM head)
-  std::vector<float> lm_head;    // [vocab shard, H] unless tied
-  std::vector<float> final_norm; // [H] (last stage)
+  Buffer inv_freq;               // RoPE, F32 [head_dim / 2]
+  Buffer embedding;              // [vocab shard, H] (first stage; with tied weights also the LM head)
+  Buffer lm_head;                // [vocab shard, H] unless tied
+  Buffer final_norm;             // [H] (last stage)
   std::vector<LayerShard> layers;
 
-  const float* lm_head_weights() const { return lm_head.empty() ? embedding.data() : lm_head.data(); }
+  BufferView lm_head_weights() const { return lm_head.empty() ? embedding.view() : lm_head.view(); }
   size_t weight_bytes() const;
 };
 
-// Validates every tensor's shape against the config (naming the tensor on mismatch) and loads
-// this rank's slices as float32.
-LlamaShard load_llama_shard(const ModelConfig& config, const WeightStore& weights, const ShardPlacement& placement);
+// The dtype the weights are kept in: `job_dtype` ("auto" | "float32" | "bfloat16" | "float16")
+// applied to the checkpoint's storage dtype (auto keeps it).
+DType weight_dtype_for(const std::string& job_dtype, DType storage);
+
+// Validates every tensor's shape against the config (naming the tensor on mismatch) and uploads
+// this rank's slices to the backend, once, straight from the memory-mapped checkpoint.
+LlamaShard load_llama_shard(const ModelConfig& config, const WeightStore& weights, const ShardPlacement& placement,
+                            Backend& backend, DType weight_dtype);
 
 // Bytes of weights one rank holds for a placement, computed from shapes alone (for `plan`).
 int64_t shard_parameter_count(const ModelConfig& config, const ShardPlacement& placement);

@@ -4,47 +4,38 @@
 #include <cmath>
 #include <limits>
 
+#include "common/error.h"
+
 namespace tpbatch {
 namespace {
 
 constexpr int64_t kLogitRowsPerPass = 128;  // bounds the [rows x vocab-shard] logits buffer
 
-template <typename T>
-T* sized(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
-}
-
-// Per-shard summary of one logits row, exchanged by allgather.
-struct ShardStats {
-  float max_logit;
-  int32_t argmax;
-  float sum_exp;       // sum of exp(logit - max_logit) over the shard
-  float target_logit;  // NaN unless the target lies in this shard
-};
-
 }  // namespace
 
-ModelRunner::ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, int64_t kv_blocks, int64_t block_size)
-    : shard_(std::move(shard)), be_(backend), tp_(tp) {
-  kv_.num_blocks = kv_blocks;
+ModelRunner::ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, KvLayout kv)
+    : shard_(std::move(shard)), be_(backend), tp_(tp), kv_(kv), act_(backend.activation_dtype()) {
   kv_.kv_heads = shard_.kv_heads;
-  kv_.block_size = block_size;
   kv_.head_dim = shard_.config.head_dim;
   kv_.window = shard_.config.sliding_window;
-  k_cache_.resize(shard_.layers.size());
-  v_cache_.resize(shard_.layers.size());
   for (size_t l = 0; l < shard_.layers.size(); ++l) {
-    k_cache_[l].assign(kv_.floats_per_layer(), 0.0f);
-    v_cache_[l].assign(kv_.floats_per_layer(), 0.0f);
+    k_cache_.push_back(be_.alloc(kv_.elements_per_layer(), kv_.dtype));
+    v_cache_.push_back(be_.alloc(kv_.elements_per_layer(), kv_.dtype));
   }
 }
 
-size_t ModelRunner::kv_cache_bytes() const { return 2 * kv_.floats_per_layer() * shard_.layers.size() * sizeof(float); }
+size_t ModelRunner::kv_cache_bytes() const {
+  return 2 * kv_.elements_per_layer() * shard_.layers.size() * dtype_size(kv_.dtype);
+}
 
-int64_t ModelRunner::kv_bytes_per_token(const ModelConfig& config, int tensor, int64_t layers) {
+int64_t ModelRunner::kv_bytes_per_token(const ModelConfig& config, int tensor, int64_t layers, DType kv_dtype) {
   const int64_t kv_heads = kv_heads_of_rank(config, tensor, 0).size();
-  return 2 * kv_heads * config.head_dim * static_cast<int64_t>(sizeof(float)) * layers;
+  return 2 * kv_heads * config.head_dim * static_cast<int64_t>(dtype_size(kv_dtype)) * layers;
+}
+
+BufferView ModelRunner::scratch(Buffer& b, size_t count, DType dtype) {
+  if (b.count() < count || b.dtype() != dtype) b = be_.alloc(std::max(count, b.count() + b.count() / 4), dtype);
+  return b.view();
 }
 
 void ModelRunner::step(const StepInputs& in, std::vector<LogitResult>& results, std::vector<float>& full_logits) {
@@ -52,58 +43,70 @@ void ModelRunner::step(const StepInputs& in, std::vector<LogitResult>& results, 
   compute_logits(in, results, full_logits);
 }
 
-float* ModelRunner::hidden_input(int64_t rows) { return sized(x_, rows * shard_.config.hidden_size); }
+size_t ModelRunner::hidden_bytes(int64_t rows) const {
+  return static_cast<size_t>(rows * shard_.config.hidden_size) * dtype_size(act_);
+}
+
+BufferView ModelRunner::hidden_input(int64_t rows) {
+  return scratch(x_, static_cast<size_t>(rows * shard_.config.hidden_size), act_);
+}
 
 void ModelRunner::run_stage(const StepInputs& in) {
   const int64_t rows = in.rows(), H = shard_.config.hidden_size;
-  float* x = sized(x_, rows * H);
-  if (first_stage()) {
-    be_.embedding(in.tokens.data(), rows, shard_.embedding.data(), shard_.vocab_range.begin, shard_.vocab_range.end,
-                  H, x);
-    tp_.allreduce_sum(x, rows * H);  // VocabParallelEmbedding: each row came from exactly one shard
+  if (static_cast<int64_t>(in.positions.size()) != rows) throw Error("internal error: step positions do not match its rows");
+  // One upload per step: ids, positions, block tables and logit requests.
+  seqs_ = in.attention_seqs();
+  logit_rows_.clear();
+  logit_targets_.clear();
+  for (const auto& r : in.logits) {
+    logit_rows_.push_back(r.row);
+    logit_targets_.push_back(r.target);
   }
-  const std::vector<AttentionSeq> seqs = in.attention_seqs();
-  for (size_t l = 0; l < shard_.layers.size(); ++l) layer_forward(l, rows, seqs);
+  be_.begin_step(StepBatch{in.tokens, in.positions, seqs_, logit_rows_, logit_targets_});
+  BufferView x = hidden_input(rows);
+  if (first_stage()) {
+    be_.embedding(shard_.embedding.view(), shard_.vocab_range.begin, shard_.vocab_range.end, H, x);
+    tp_.allreduce_sum(x, static_cast<size_t>(rows * H));  // VocabParallelEmbedding: each row came from one shard
+  }
+  for (size_t l = 0; l < shard_.layers.size(); ++l) layer_forward(l, rows);
 }
 
-void ModelRunner::layer_forward(size_t l, int64_t rows, const std::vector<AttentionSeq>& seqs) {
+void ModelRunner::layer_forward(size_t l, int64_t rows) {
   const LayerShard& L = shard_.layers[l];
   const ModelConfig& c = shard_.config;
   const int64_t H = c.hidden_size, hd = c.head_dim;
   const int64_t nq = shard_.q_heads * hd, nk = shard_.kv_heads * hd, nqkv = nq + 2 * nk;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  float* x = x_.data();
-  float* h = sized(h_, rows * H);
-  float* qkv = sized(qkv_, rows * nqkv);
-  float* attn = sized(attn_, rows * nq);
-  float* proj = sized(proj_, rows * H);
+  const size_t n = static_cast<size_t>(rows);
+  BufferView x = x_.view();
+  BufferView h = scratch(h_, n * H, act_);
+  BufferView qkv = scratch(qkv_, n * nqkv, act_);
+  BufferView attn = scratch(attn_, n * nq, act_);
+  BufferView proj = scratch(proj_, n * H, act_);
 
   // Attention block: ColumnParallel qkv -> RoPE -> paged attention -> RowParallel o_proj -> allreduce.
-  be_.rmsnorm(x, L.input_norm.data(), h, rows, H, eps);
-  be_.matmul_nt(h, L.wqkv.data(), qkv, rows, nqkv, H);
-  if (!L.bqkv.empty()) be_.add_bias(qkv, L.bqkv.data(), rows, nqkv);
-  std::vector<int32_t> positions(rows);
-  for (const auto& s : seqs)
-    for (int64_t r = 0; r < s.num_rows; ++r) positions[s.row_begin + r] = static_cast<int32_t>(s.pos_begin + r);
-  be_.rope(qkv, rows, nqkv, shard_.q_heads, hd, positions.data(), shard_.inv_freq.data());
-  be_.rope(qkv + nq, rows, nqkv, shard_.kv_heads, hd, positions.data(), shard_.inv_freq.data());
-  be_.paged_attention(qkv, nqkv, qkv + nq, qkv + nq + nk, nqkv, k_cache_[l].data(), v_cache_[l].data(), kv_,
-                      shard_.q_heads, seqs.data(), static_cast<int64_t>(seqs.size()), attn);
-  be_.matmul_nt(attn, L.wo.data(), proj, rows, H, nq);
-  tp_.allreduce_sum(proj, rows * H);
-  if (!L.bo.empty()) be_.add_bias(proj, L.bo.data(), rows, H);  // once, after the partial sums are reduced
-  be_.add(x, proj, rows * H);
+  be_.rmsnorm(x, L.input_norm.view(), h, rows, H, eps);
+  be_.matmul_nt(h, L.wqkv.view(), qkv, rows, nqkv, H);
+  if (!L.bqkv.empty()) be_.add_bias(qkv, L.bqkv.view(), rows, nqkv);
+  be_.rope(qkv, nqkv, shard_.q_heads, hd, shard_.inv_freq.view());
+  be_.rope(qkv.at(nq), nqkv, shard_.kv_heads, hd, shard_.inv_freq.view());
+  be_.paged_attention(qkv, nqkv, qkv.at(nq), qkv.at(nq + nk), nqkv, k_cache_[l].view(), v_cache_[l].view(), kv_,
+                      shard_.q_heads, attn);
+  be_.matmul_nt(attn, L.wo.view(), proj, rows, H, nq);
+  tp_.allreduce_sum(proj, n * H);
+  if (!L.bo.empty()) be_.add_bias(proj, L.bo.view(), rows, H);  // once, after the partial sums are reduced
 
-  // MLP block: ColumnParallel gate/up -> SiLU·up -> RowParallel down -> allreduce.
+  // MLP block: (residual add fused with the norm) ColumnParallel gate/up -> SiLU·up -> RowParallel
+  // down -> allreduce.
   const int64_t I = shard_.inter;
-  float* gu = sized(gu_, rows * 2 * I);
-  float* act = sized(act_, rows * I);
-  be_.rmsnorm(x, L.post_norm.data(), h, rows, H, eps);
-  be_.matmul_nt(h, L.wgu.data(), gu, rows, 2 * I, H);
+  BufferView gu = scratch(gu_, n * 2 * I, act_);
+  BufferView act = scratch(act_buf_, n * I, act_);
+  be_.add_rmsnorm(x, proj, L.post_norm.view(), h, rows, H, eps);
+  be_.matmul_nt(h, L.wgu.view(), gu, rows, 2 * I, H);
   be_.silu_mul(gu, act, rows, I);
-  be_.matmul_nt(act, L.wdown.data(), proj, rows, H, I);
-  tp_.allreduce_sum(proj, rows * H);
-  be_.add(x, proj, rows * H);
+  be_.matmul_nt(act, L.wdown.view(), proj, rows, H, I);
+  tp_.allreduce_sum(proj, n * H);
+  be_.add(x, proj, n * H);
 }
 
 void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
@@ -119,42 +122,31 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
   full_logits.assign(n_full * V, 0.0f);
   int64_t full_done = 0;
 
-  std::vector<float> hrows, normed;
-  std::vector<ShardStats> mine, all;
-  std::vector<float> pad, gathered;
+  std::vector<LogitStats> all;
+  std::vector<int64_t> full_rows;
+  std::vector<float> gathered;
   for (int64_t p0 = 0; p0 < n_req; p0 += kLogitRowsPerPass) {
     const int64_t n = std::min(kLogitRowsPerPass, n_req - p0);
-    hrows.resize(n * H);
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(x_.data() + in.logits[p0 + i].row * H, H, hrows.data() + i * H);
-    normed.resize(n * H);
-    be_.rmsnorm(hrows.data(), shard_.final_norm.data(), normed.data(), n, H, static_cast<float>(c.rms_norm_eps));
-    float* logits = sized(logits_, n * vn);
-    be_.matmul_nt(normed.data(), shard_.lm_head_weights(), logits, n, vn, H);
-
-    mine.resize(n);
-#pragma omp parallel for if (n > 1)
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = logits + i * vn;
-      ShardStats st{-std::numeric_limits<float>::infinity(), 0, 0.0f, std::numeric_limits<float>::quiet_NaN()};
-      for (int64_t j = 0; j < vn; ++j)
-        if (row[j] > st.max_logit) st.max_logit = row[j], st.argmax = static_cast<int32_t>(v0 + j);
-      double se = 0.0;
-      for (int64_t j = 0; j < vn; ++j) se += std::exp(static_cast<double>(row[j]) - st.max_logit);
-      st.sum_exp = static_cast<float>(se);
-      const int32_t target = in.logits[p0 + i].target;
-      if (target >= v0 && target < v0 + vn) st.target_logit = row[target - v0];
-      mine[i] = st;
-    }
-    all.resize(n * tp);
-    tp_.allgather(mine.data(), all.data(), n * sizeof(ShardStats));
+    const size_t un = static_cast<size_t>(n);
+    BufferView hrows = scratch(hrows_, un * H, act_);
+    BufferView normed = scratch(normed_, un * H, act_);
+    BufferView logits = scratch(logits_, un * vn, DType::F32);
+    BufferView stats = scratch(stats_, un * 4, DType::F32);  // LogitStats is 4 words
+    BufferView all_stats = scratch(all_stats_, un * 4 * tp, DType::F32);
+    be_.gather_logit_rows(x_.view(), H, p0, n, hrows);
+    be_.rmsnorm(hrows, shard_.final_norm.view(), normed, n, H, static_cast<float>(c.rms_norm_eps));
+    be_.matmul_nt(normed, shard_.lm_head_weights(), logits, n, vn, H);
+    be_.logit_stats(logits, n, vn, v0, p0, stats);
+    tp_.allgather(stats, all_stats, un * sizeof(LogitStats));
+    all.resize(un * tp);
+    be_.download(all_stats, all.data(), all.size() * sizeof(LogitStats));
     for (int64_t i = 0; i < n; ++i) {
       LogitResult& res = results[p0 + i];
       float mx = -std::numeric_limits<float>::infinity();
       int32_t arg = 0;
       float target = std::numeric_limits<float>::quiet_NaN();
       for (int r = 0; r < tp; ++r) {  // shards are in vocabulary order: the first maximum is the lowest id
-        const ShardStats& st = all[r * n + i];
+        const LogitStats& st = all[r * n + i];
         if (st.max_logit > mx) mx = st.max_logit, arg = st.argmax;
         if (!std::isnan(st.target_logit)) target = st.target_logit;
       }
@@ -167,15 +159,17 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
     }
 
     // Sampling rows: gather their full logits (padded shards), only when asked.
-    int64_t nf = 0;
-    for (int64_t i = 0; i < n; ++i) nf += in.logits[p0 + i].full;
-    if (nf == 0) continue;
-    pad.assign(nf * vmax, 0.0f);
-    int64_t k = 0;
+    full_rows.clear();
     for (int64_t i = 0; i < n; ++i)
-      if (in.logits[p0 + i].full) std::copy_n(logits + i * vn, vn, pad.data() + (k++) * vmax);
-    gathered.resize(nf * vmax * tp);
-    tp_.allgather(pad.data(), gathered.data(), nf * vmax * sizeof(float));
+      if (in.logits[p0 + i].full) full_rows.push_back(i);
+    const int64_t nf = static_cast<int64_t>(full_rows.size());
+    if (nf == 0) continue;
+    BufferView pad = scratch(pad_, static_cast<size_t>(nf * vmax), DType::F32);
+    BufferView gath = scratch(gathered_, static_cast<size_t>(nf * vmax * tp), DType::F32);
+    be_.copy_rows(logits, vn, full_rows, vn, pad, vmax);
+    tp_.allgather(pad, gath, static_cast<size_t>(nf * vmax) * sizeof(float));
+    gathered.resize(static_cast<size_t>(nf * vmax * tp));
+    be_.download(gath, gathered.data(), gathered.size() * sizeof(float));
     for (int64_t f = 0; f < nf; ++f) {
       float* dst = full_logits.data() + (full_done + f) * V;
       for (int r = 0; r < tp; ++r) {

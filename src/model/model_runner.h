@@ -2,6 +2,8 @@
 // Runs one engine step through this rank's model shard: embedding, the decoder layers with their
 // two tensor-parallel allreduces each, and the vocab-parallel LM head, whose greedy argmax and
 // log-softmax normalizer are combined across shards without gathering full logits.
+// Everything it computes on is backend memory; it downloads only the per-row LM-head statistics
+// and the full logits of rows that sample.
 #include <cstdint>
 #include <vector>
 
@@ -14,18 +16,20 @@ namespace tpbatch {
 
 class ModelRunner {
  public:
-  // kv_blocks: KV cache capacity in blocks of block_size tokens (every rank of a replica the same).
-  ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, int64_t kv_blocks, int64_t block_size);
+  // kv: the paged cache's geometry (num_blocks, block_size, dtype; heads and head_dim are filled
+  // in from the shard). Every rank of a replica has the same number of blocks.
+  ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, KvLayout kv);
 
   // The whole step on a single-stage shard. results: one per inputs.logits entry; full_logits:
   // [count of `full` requests][vocab], in order.
   void step(const StepInputs& inputs, std::vector<LogitResult>& results, std::vector<float>& full_logits);
 
   // Pipeline stages: the first embeds, others start from the hidden state the previous stage sent
-  // (written into hidden_input()); every stage runs its layers; the last computes the logits.
+  // (received into hidden_input()); every stage runs its layers; the last computes the logits.
   void run_stage(const StepInputs& inputs);
-  float* hidden_input(int64_t rows);
-  const float* hidden() const { return x_.data(); }
+  BufferView hidden_input(int64_t rows);
+  BufferView hidden() const { return x_.view(); }
+  size_t hidden_bytes(int64_t rows) const;
   void compute_logits(const StepInputs& inputs, std::vector<LogitResult>& results, std::vector<float>& full_logits);
   bool first_stage() const { return shard_.placement.has_embedding; }
   bool last_stage() const { return shard_.placement.has_lm_head; }
@@ -33,19 +37,25 @@ class ModelRunner {
   const LlamaShard& shard() const { return shard_; }
   const KvLayout& kv_layout() const { return kv_; }
   size_t kv_cache_bytes() const;
-  // Per rank, K and V, fp32, for `layers` layers.
-  static int64_t kv_bytes_per_token(const ModelConfig& config, int tensor, int64_t layers);
+  // Per rank, K and V, for `layers` layers, in the cache dtype.
+  static int64_t kv_bytes_per_token(const ModelConfig& config, int tensor, int64_t layers, DType kv_dtype);
 
  private:
-  void layer_forward(size_t layer, int64_t rows, const std::vector<AttentionSeq>& seqs);
+  void layer_forward(size_t layer, int64_t rows);
+  BufferView scratch(Buffer& b, size_t count, DType dtype);
 
   LlamaShard shard_;
   Backend& be_;
   Communicator& tp_;
   KvLayout kv_;
-  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer
-  // Step scratch, grown to the largest step seen.
-  std::vector<float> x_, h_, qkv_, attn_, proj_, gu_, act_, logits_;
+  DType act_;
+  std::vector<Buffer> k_cache_, v_cache_;  // per layer
+  // Step scratch in backend memory, grown to the largest step seen.
+  Buffer x_, h_, qkv_, attn_, proj_, gu_, act_buf_, hrows_, normed_, logits_, stats_, all_stats_, pad_, gathered_;
+  // Host copies of what the step sends to the backend (kept to avoid reallocating each step).
+  std::vector<AttentionSeq> seqs_;
+  std::vector<int64_t> logit_rows_;
+  std::vector<int32_t> logit_targets_;
 };
 
 }  // namespace tpbatch

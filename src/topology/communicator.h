@@ -1,11 +1,15 @@
 #pragma once
-// The collectives a replica needs, behind one interface: MPI for the CPU backend, NCCL for CUDA.
+// The data plane: tensor collectives of a TP group and a pipeline on backend buffers — MPI on the
+// CPU backend (through Backend::host_access), NCCL on the backend's stream on CUDA. Control
+// traffic (steps, rows, stop) never goes through here: it is host memory over MPI.
 // Every call is counted (calls and bytes per collective) for the metrics and for the tests that
 // check the Megatron schedule: exactly two allreduces per layer.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+
+#include "backend/buffer.h"
 
 namespace tpbatch {
 
@@ -21,12 +25,14 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  virtual void allreduce_sum(float* data, size_t count) = 0;                 // in place
-  virtual void allgather(const void* send, void* recv, size_t bytes_per_rank) = 0;
-  virtual void broadcast(void* data, size_t bytes, int root) = 0;
-  virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;
-  virtual void recv(void* data, size_t bytes, int peer, int tag) = 0;
-  virtual void barrier() = 0;
+  // In place, `count` elements of the view's dtype (F32 or BF16).
+  virtual void allreduce_sum(BufferView data, size_t count) = 0;
+  // recv = the ranks' send blocks in rank order.
+  virtual void allgather(BufferView send, BufferView recv, size_t bytes_per_rank) = 0;
+  // Point to point within the group; messages between a pair of ranks match in call order. A send
+  // may return before the peer received (the data is copied or stream-ordered).
+  virtual void send(BufferView data, size_t bytes, int peer) = 0;
+  virtual void recv(BufferView data, size_t bytes, int peer) = 0;
 
   const std::map<std::string, CollectiveStats>& stats() const { return stats_; }
   void reset_stats() { stats_.clear(); }

@@ -67,9 +67,9 @@ Topology build_topology(const ParallelSpec& parallel, const ModelConfig& config)
   MPI_Comm_split(MPI_COMM_WORLD, c.dp * t.layout.pipeline + c.pp, c.tp, &tp);
   MPI_Comm_split(MPI_COMM_WORLD, c.dp * t.layout.tensor + c.tp, c.pp, &pp);
   MPI_Comm_split(MPI_COMM_WORLD, c.dp, c.pp * t.layout.tensor + c.tp, &replica);
-  t.tp = std::make_unique<MpiCommunicator>(tp);
-  t.pp = std::make_unique<MpiCommunicator>(pp);
-  t.replica = std::make_unique<MpiCommunicator>(replica);
+  t.tp = std::make_unique<MpiGroup>(tp);
+  t.pp = std::make_unique<MpiGroup>(pp);
+  t.replica = std::make_unique<MpiGroup>(replica);
   return t;
 }
 

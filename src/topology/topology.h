@@ -7,7 +7,7 @@
 #include "job/job_spec.h"
 #include "model/config.h"
 #include "topology/layout.h"
-#include "topology/mpi_communicator.h"
+#include "topology/mpi_group.h"
 
 namespace tpbatch {
 
@@ -19,9 +19,9 @@ struct Topology {
   int node_count = 1;
   int local_rank = 0;       // rank on its node: picks the device
   int local_size = 1;
-  std::unique_ptr<MpiCommunicator> tp;        // ranks of this TP group
-  std::unique_ptr<MpiCommunicator> pp;        // ranks of this pipeline (same dp, same tp)
-  std::unique_ptr<MpiCommunicator> replica;   // every rank of this replica (same dp)
+  std::unique_ptr<MpiGroup> tp;        // ranks of this TP group
+  std::unique_ptr<MpiGroup> pp;        // ranks of this pipeline (same dp, same tp)
+  std::unique_ptr<MpiGroup> replica;   // every rank of this replica (same dp)
 
   bool is_replica_leader() const { return coords.tp == 0 && coords.pp == 0; }
   int replica_leader_world_rank(int dp) const { return world_rank_of(layout, RankCoords{dp, 0, 0}); }

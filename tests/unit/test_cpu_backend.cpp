@@ -11,7 +11,24 @@
 namespace {
 
 using tpbatch::AttentionSeq;
+using tpbatch::Backend;
+using tpbatch::Buffer;
+using tpbatch::DType;
 using tpbatch::KvLayout;
+using tpbatch::StepBatch;
+
+// Host data in a backend buffer, and back.
+template <typename T>
+Buffer put(Backend& be, const std::vector<T>& v, DType dtype = DType::F32) {
+  Buffer b = be.alloc(v.size(), dtype);
+  be.upload(b.view(), v.data(), v.size() * sizeof(T));
+  return b;
+}
+std::vector<float> get(Backend& be, const Buffer& b) {
+  std::vector<float> v(b.count());
+  be.download(b.view(), v.data(), v.size() * sizeof(float));
+  return v;
+}
 
 std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 g(seed);
@@ -26,8 +43,9 @@ TEST(CpuBackend, MatmulNtEqualsNaiveProduct) {
   for (int64_t m : {1, 5}) {
     const int64_t n = 7, k = 13;
     auto x = random_vec(m * k, 1), w = random_vec(n * k, 2);
-    std::vector<float> y(m * n);
-    be->matmul_nt(x.data(), w.data(), y.data(), m, n, k);
+    Buffer bx = put(*be, x), bw = put(*be, w), by = be->alloc(m * n, DType::F32);
+    be->matmul_nt(bx.view(), bw.view(), by.view(), m, n, k);
+    const auto y = get(*be, by);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double ref = 0;
@@ -40,8 +58,9 @@ TEST(CpuBackend, MatmulNtEqualsNaiveProduct) {
 TEST(CpuBackend, RmsnormScalesByRootMeanSquare) {
   auto be = tpbatch::make_cpu_backend();
   auto x = random_vec(3 * 8, 3), w = random_vec(8, 4);
-  std::vector<float> out(24);
-  be->rmsnorm(x.data(), w.data(), out.data(), 3, 8, 1e-5f);
+  Buffer bx = put(*be, x), bw = put(*be, w), bo = be->alloc(24, DType::F32);
+  be->rmsnorm(bx.view(), bw.view(), bo.view(), 3, 8, 1e-5f);
+  const auto out = get(*be, bo);
   for (int i = 0; i < 3; ++i) {
     double ss = 0;
     for (int j = 0; j < 8; ++j) ss += double(x[i * 8 + j]) * x[i * 8 + j];
@@ -57,8 +76,11 @@ TEST(CpuBackend, RopeRotatesHalvesByPositionTimesFrequency) {
   auto orig = x;
   std::vector<float> inv(hd / 2);
   for (int i = 0; i < hd / 2; ++i) inv[i] = float(1.0 / std::pow(10000.0, 2.0 * i / hd));
-  std::vector<int32_t> pos = {0, 7, 300};
-  be->rope(x.data(), rows, heads * hd, heads, hd, pos.data(), inv.data());
+  std::vector<int32_t> pos = {0, 7, 300}, ids(3, 0);
+  be->begin_step(StepBatch{ids, pos, {}, {}, {}});
+  Buffer bx = put(*be, x), binv = put(*be, inv);
+  be->rope(bx.view(), heads * hd, heads, hd, binv.view());
+  x = get(*be, bx);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < hd / 2; ++i) {
@@ -72,8 +94,9 @@ TEST(CpuBackend, RopeRotatesHalvesByPositionTimesFrequency) {
 TEST(CpuBackend, SiluMulGatesUp) {
   auto be = tpbatch::make_cpu_backend();
   auto gu = random_vec(2 * 2 * 5, 6);
-  std::vector<float> out(10);
-  be->silu_mul(gu.data(), out.data(), 2, 5);
+  Buffer bgu = put(*be, gu), bo = be->alloc(10, DType::F32);
+  be->silu_mul(bgu.view(), bo.view(), 2, 5);
+  const auto out = get(*be, bo);
   for (int r = 0; r < 2; ++r)
     for (int i = 0; i < 5; ++i) {
       const double g = gu[r * 10 + i], u = gu[r * 10 + 5 + i];
@@ -110,34 +133,113 @@ std::vector<double> naive_attention(const std::vector<float>& q, const std::vect
 }
 
 // Prefill in two chunks through shuffled cache blocks equals the naive loop, for full and windowed attention.
-void check_paged_attention(int64_t window) {
+void check_paged_attention(int64_t window, DType kv_dtype = DType::F32) {
   auto be = tpbatch::make_cpu_backend();
   const int64_t q_heads = 4, kv_heads = 2, hd = 8, len = 37, bs = 4;
-  KvLayout kv{16, kv_heads, bs, hd, window};
-  std::vector<float> kc(kv.floats_per_layer()), vc(kv.floats_per_layer());
+  KvLayout kv{16, kv_heads, bs, hd, window, kv_dtype};
+  Buffer kc = be->alloc(kv.elements_per_layer(), kv_dtype), vc = be->alloc(kv.elements_per_layer(), kv_dtype);
   std::vector<int32_t> blocks = {9, 3, 14, 0, 7, 12, 5, 1, 10, 2};  // 10 blocks cover 40 positions
   auto q = random_vec(len * q_heads * hd, 7), k = random_vec(len * kv_heads * hd, 8), v = random_vec(len * kv_heads * hd, 9);
-  std::vector<float> out(len * q_heads * hd);
+  Buffer bq = put(*be, q), bk = put(*be, k), bv = put(*be, v), bo = be->alloc(len * q_heads * hd, DType::F32);
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 20}, {20, len}}) {
     AttentionSeq s{0, end - begin, begin, blocks.data(), 10};
-    be->paged_attention(q.data() + begin * q_heads * hd, q_heads * hd, k.data() + begin * kv_heads * hd,
-                        v.data() + begin * kv_heads * hd, kv_heads * hd, kc.data(), vc.data(), kv, q_heads, &s, 1,
-                        out.data() + begin * q_heads * hd);
+    std::vector<int32_t> ids(end - begin), pos(end - begin);
+    be->begin_step(StepBatch{ids, pos, std::span<const AttentionSeq>(&s, 1), {}, {}});
+    be->paged_attention(bq.view(begin * q_heads * hd), q_heads * hd, bk.view(begin * kv_heads * hd),
+                        bv.view(begin * kv_heads * hd), kv_heads * hd, kc.view(), vc.view(), kv, q_heads,
+                        bo.view(begin * q_heads * hd));
   }
+  const auto out = get(*be, bo);
   const auto ref = naive_attention(q, k, v, len, q_heads, kv_heads, hd, window);
-  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], 1e-5) << i;
+  // A bf16 cache rounds K and V to 8 significant bits.
+  const double tol = kv_dtype == DType::F32 ? 1e-5 : 2e-2;
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(out[i], ref[i], tol) << i;
 }
 
 TEST(CpuBackend, PagedAttentionEqualsNaiveCausalGqa) { check_paged_attention(0); }
 TEST(CpuBackend, PagedAttentionHonoursSlidingWindow) { check_paged_attention(5); }
+TEST(CpuBackend, PagedAttentionOverABf16CacheStaysWithinBf16Rounding) { check_paged_attention(0, DType::BF16); }
 
 TEST(CpuBackend, EmbeddingZeroesIdsOutsideTheShard) {
   auto be = tpbatch::make_cpu_backend();
   std::vector<float> table = {1, 2, 3, 4};  // ids 10 and 11, dim 2
-  std::vector<int32_t> ids = {11, 3, 10};
-  std::vector<float> out(6, -1);
-  be->embedding(ids.data(), 3, table.data(), 10, 12, 2, out.data());
-  EXPECT_EQ(out, (std::vector<float>{3, 4, 0, 0, 1, 2}));
+  std::vector<int32_t> ids = {11, 3, 10}, pos = {0, 1, 2};
+  be->begin_step(StepBatch{ids, pos, {}, {}, {}});
+  Buffer bt = put(*be, table), bo = be->alloc(6, DType::F32);
+  be->embedding(bt.view(), 10, 12, 2, bo.view());
+  EXPECT_EQ(get(*be, bo), (std::vector<float>{3, 4, 0, 0, 1, 2}));
+}
+
+TEST(CpuBackend, EmbeddingWidensBf16Rows) {
+  auto be = tpbatch::make_cpu_backend();
+  std::vector<uint16_t> table = {tpbatch::f32_to_bf16(1.5f), tpbatch::f32_to_bf16(-2.0f)};  // id 0, dim 2
+  std::vector<int32_t> ids = {0}, pos = {0};
+  be->begin_step(StepBatch{ids, pos, {}, {}, {}});
+  Buffer bt = put(*be, table, DType::BF16), bo = be->alloc(2, DType::F32);
+  be->embedding(bt.view(), 0, 1, 2, bo.view());
+  EXPECT_EQ(get(*be, bo), (std::vector<float>{1.5f, -2.0f}));
+}
+
+TEST(CpuBackend, AddRmsnormAddsTheResidualThenNormalises) {
+  auto be = tpbatch::make_cpu_backend();
+  auto x = random_vec(2 * 6, 11), r = random_vec(2 * 6, 12), w = random_vec(6, 13);
+  Buffer bx = put(*be, x), br = put(*be, r), bw = put(*be, w), bo = be->alloc(12, DType::F32);
+  be->add_rmsnorm(bx.view(), br.view(), bw.view(), bo.view(), 2, 6, 1e-6f);
+  const auto sum = get(*be, bx), out = get(*be, bo);
+  for (int i = 0; i < 2; ++i) {
+    double ss = 0;
+    for (int j = 0; j < 6; ++j) {
+      EXPECT_FLOAT_EQ(sum[i * 6 + j], x[i * 6 + j] + r[i * 6 + j]);
+      ss += double(sum[i * 6 + j]) * sum[i * 6 + j];
+    }
+    for (int j = 0; j < 6; ++j) EXPECT_NEAR(out[i * 6 + j], sum[i * 6 + j] / std::sqrt(ss / 6 + 1e-6) * w[j], 1e-5);
+  }
+}
+
+TEST(CpuBackend, LogitStatsGiveMaxLowestArgmaxSumExpAndTarget) {
+  auto be = tpbatch::make_cpu_backend();
+  std::vector<float> logits = {1, 3, 3, 0, /* row 2 */ -1, -2, -3, -4};
+  std::vector<int32_t> ids(2), pos(2), targets = {102, 7};
+  std::vector<int64_t> rows = {0, 1};
+  be->begin_step(StepBatch{ids, pos, {}, rows, targets});
+  Buffer bl = put(*be, logits), bs = be->alloc(8, DType::F32);
+  be->logit_stats(bl.view(), 2, 4, 100, 0, bs.view());
+  std::vector<tpbatch::LogitStats> st(2);
+  be->download(bs.view(), st.data(), sizeof(tpbatch::LogitStats) * 2);
+  EXPECT_EQ(st[0].max_logit, 3);
+  EXPECT_EQ(st[0].argmax, 101);  // the lowest id among the maxima
+  EXPECT_NEAR(st[0].sum_exp, std::exp(-2.0) + 2 + std::exp(-3.0), 1e-6);
+  EXPECT_EQ(st[0].target_logit, 3);  // id 102
+  EXPECT_TRUE(std::isnan(st[1].target_logit));  // id 7 is not in [100, 104)
+}
+
+// The checked mode's promise: backend memory cannot be read behind the backend's back.
+TEST(CheckedCpuBackend, HostReadOfBackendMemoryCrashes) {
+  auto be = tpbatch::make_cpu_backend({.checked = true});
+  Buffer b = put(*be, std::vector<float>{1, 2, 3});
+  EXPECT_DEATH({ volatile float f = b.view().as<float>()[1]; (void)f; }, "");
+}
+
+TEST(CheckedCpuBackend, DownloadAndBackendCallsStillWork) {
+  auto be = tpbatch::make_cpu_backend({.checked = true});
+  Buffer x = put(*be, std::vector<float>{1, 2, 3}), y = put(*be, std::vector<float>{10, 20, 30});
+  be->add(x.view(), y.view(), 3);
+  EXPECT_EQ(get(*be, x), (std::vector<float>{11, 22, 33}));
+  int seen = 0;
+  be->host_access(x.view(1), 4, false, [&](void* p) { seen = static_cast<int>(*static_cast<float*>(p)); });
+  EXPECT_EQ(seen, 22);
+}
+
+TEST(CheckedCpuBackend, FreedMemoryIsReusedAndReadsBackZero) {
+  auto be = tpbatch::make_cpu_backend({.checked = true});
+  void* first = nullptr;
+  {
+    Buffer a = put(*be, std::vector<float>(3000, 7.0f));
+    first = a.view().data;
+  }
+  Buffer b = be->alloc(3000, DType::F32);
+  EXPECT_EQ(b.view().data, first);
+  EXPECT_EQ(get(*be, b), std::vector<float>(3000, 0.0f));
 }
 
 }  // namespace

@@ -1,69 +1,219 @@
-// The CPU backend: GEMMs through OpenBLAS, everything else plain loops. It is also the reference
-// every CUDA kernel is tested against, so it stays simple.
-#include <cblas.h>
-
+// The CPU backend: the GEMM kernels of gemm.h, everything else plain loops. It is also the
+// reference every CUDA kernel is tested against, so it stays simple. Activations are F32.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/host_memory.h"
+#include "common/error.h"
 
 namespace tpbatch {
 namespace {
 
-// One query row of one head over cache positions [first, last]: scores, softmax, weighted V.
-// The hot loop of CPU attention: compiled for AVX-512 / AVX2 as well, picked at run time.
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void attend_one(const float* qh, const float* k_cache, const float* v_cache, const KvLayout& kv, int64_t kv_head,
-                const int32_t* blocks, int64_t first, int64_t last, float scale, float* out) {
-  const int64_t hd = kv.head_dim, bs = kv.block_size, kvh = kv.kv_heads;
-  thread_local std::vector<float> scores, acc;
-  scores.resize(static_cast<size_t>(last + 1));
-  acc.assign(static_cast<size_t>(hd), 0.0f);
-  float* sc = scores.data();
-  float* ac = acc.data();
-  auto slot = [&](const float* cache, int64_t pos) {
-    return cache + ((static_cast<int64_t>(blocks[pos / bs]) * kvh + kv_head) * bs + pos % bs) * hd;
-  };
-  float mx = -INFINITY;
-  for (int64_t p = first; p <= last; ++p) {
-    const float* kp = slot(k_cache, p);
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t d = 0; d < hd; ++d) dot += qh[d] * kp[d];
-    sc[p] = dot * scale;
-    mx = std::max(mx, sc[p]);
+const float* f32(BufferView v, const char* what) {
+  if (v.dtype != DType::F32) throw Error(std::string("CPU backend: ") + what + " must be F32, got " + dtype_name(v.dtype));
+  return v.as<const float>();
+}
+float* f32_mut(BufferView v, const char* what) { return const_cast<float*>(f32(v, what)); }
+
+size_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
-  float denom = 0.0f;
-  for (int64_t p = first; p <= last; ++p) {
-    sc[p] = std::exp(sc[p] - mx);
-    denom += sc[p];
-  }
-  for (int64_t p = first; p <= last; ++p) {
-    const float* vp = slot(v_cache, p);
-    const float wgt = sc[p];
-#pragma omp simd
-    for (int64_t d = 0; d < hd; ++d) ac[d] += wgt * vp[d];
-  }
-  const float inv = 1.0f / denom;
-  for (int64_t d = 0; d < hd; ++d) out[d] = ac[d] * inv;
+  return 0;
 }
 
 class CpuBackend final : public Backend {
  public:
-  std::string name() const override { return "cpu"; }
+  explicit CpuBackend(bool checked) : mem_(checked) {}
 
-  void matmul_nt(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k) override {
-    if (m == 0 || n == 0) return;
-    if (m == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, 0.0f, y, 1);
-    } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+  std::string name() const override { return mem_.checked() ? "cpu (checked)" : "cpu"; }
+  DType activation_dtype() const override { return DType::F32; }
+  DType default_kv_dtype() const override { return DType::F32; }
+
+  Buffer alloc(size_t count, DType dtype) override {
+    return Buffer(this, mem_.allocate(count * dtype_size(dtype)), count, dtype);
+  }
+  void upload(BufferView dst, const void* src, size_t bytes) override {
+    Access a(mem_);
+    std::memcpy(dst.data, src, bytes);
+  }
+  void download(BufferView src, void* dst, size_t bytes) override {
+    Access a(mem_);
+    std::memcpy(dst, src.data, bytes);
+  }
+  void synchronize() override {}
+  void host_access(BufferView view, size_t, bool, const std::function<void(void*)>& fn) override {
+    Access a(mem_);
+    fn(view.data);
+  }
+  size_t memory_available() const override { return mem_available_bytes(); }
+
+  void begin_step(const StepBatch& s) override {
+    tokens_.assign(s.tokens.begin(), s.tokens.end());
+    positions_.assign(s.positions.begin(), s.positions.end());
+    logit_rows_.assign(s.logit_rows.begin(), s.logit_rows.end());
+    targets_.assign(s.logit_targets.begin(), s.logit_targets.end());
+    // The sequences' block tables are copied too: the caller's memory need not outlive the call.
+    seqs_.assign(s.seqs.begin(), s.seqs.end());
+    size_t nb = 0;
+    for (const auto& q : seqs_) nb += static_cast<size_t>(q.num_blocks);
+    blocks_.resize(nb);
+    size_t at = 0;
+    for (auto& q : seqs_) {
+      std::copy_n(q.blocks, q.num_blocks, blocks_.data() + at);
+      q.blocks = blocks_.data() + at;
+      at += static_cast<size_t>(q.num_blocks);
     }
   }
 
-  void rmsnorm(const float* x, const float* w, float* out, int64_t m, int64_t n, float eps) override {
+  void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) override {
+    Access a(mem_);
+    if (m == 0 || n == 0) return;
+    cpu::gemm_nt(f32(x, "matmul input"), w.data, w.dtype, f32_mut(y, "matmul output"), m, n, k);
+  }
+
+  void add_bias(BufferView xv, BufferView bv, int64_t m, int64_t n) override {
+    Access a(mem_);
+    float* x = f32_mut(xv, "add_bias x");
+    const float* bias = f32(bv, "bias");
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) x[i * n + j] += bias[j];
+  }
+
+  void add(BufferView xv, BufferView yv, size_t count) override {
+    Access a(mem_);
+    float* x = f32_mut(xv, "add x");
+    const float* y = f32(yv, "add y");
+    for (size_t i = 0; i < count; ++i) x[i] += y[i];
+  }
+
+  void rmsnorm(BufferView xv, BufferView wv, BufferView outv, int64_t m, int64_t n, float eps) override {
+    Access a(mem_);
+    rmsnorm_rows(f32(xv, "rmsnorm x"), f32(wv, "norm weight"), f32_mut(outv, "rmsnorm out"), m, n, eps);
+  }
+
+  void add_rmsnorm(BufferView xv, BufferView rv, BufferView wv, BufferView outv, int64_t m, int64_t n,
+                   float eps) override {
+    Access a(mem_);
+    float* x = f32_mut(xv, "add_rmsnorm x");
+    const float* r = f32(rv, "residual");
+    for (int64_t i = 0; i < m * n; ++i) x[i] += r[i];
+    rmsnorm_rows(x, f32(wv, "norm weight"), f32_mut(outv, "rmsnorm out"), m, n, eps);
+  }
+
+  void rope(BufferView xv, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView inv_freq_v) override {
+    Access a(mem_);
+    float* x = f32_mut(xv, "rope x");
+    const float* inv_freq = f32(inv_freq_v, "rope frequencies");
+    const int64_t half = head_dim / 2, rows = static_cast<int64_t>(positions_.size());
+    std::vector<float> cs(half), sn(half);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(positions_[r]) * inv_freq[i];
+        cs[i] = static_cast<float>(std::cos(angle));
+        sn[i] = static_cast<float>(std::sin(angle));
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x + r * row_stride + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float p = v[i], q = v[i + half];
+          v[i] = p * cs[i] - q * sn[i];
+          v[i + half] = q * cs[i] + p * sn[i];
+        }
+      }
+    }
+  }
+
+  void silu_mul(BufferView guv, BufferView outv, int64_t m, int64_t inter) override {
+    Access a(mem_);
+    const float* gu = f32(guv, "silu_mul input");
+    float* out = f32_mut(outv, "silu_mul out");
+    for (int64_t r = 0; r < m; ++r) {
+      const float* g = gu + r * 2 * inter;
+      const float* u = g + inter;
+      float* o = out + r * inter;
+      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+  }
+
+  void paged_attention(BufferView q, int64_t q_stride, BufferView k, BufferView v, int64_t kv_stride,
+                       BufferView k_cache, BufferView v_cache, const KvLayout& kv, int64_t q_heads,
+                       BufferView out) override {
+    Access a(mem_);
+    if (k_cache.dtype != kv.dtype || v_cache.dtype != kv.dtype) throw Error("CPU backend: KV cache dtype mismatch");
+    cpu::paged_attention(f32(q, "q"), q_stride, f32(k, "k"), f32(v, "v"), kv_stride, k_cache.data, v_cache.data, kv,
+                         q_heads, seqs_.data(), static_cast<int64_t>(seqs_.size()), f32_mut(out, "attention out"));
+  }
+
+  void embedding(BufferView table, int64_t vocab_begin, int64_t vocab_end, int64_t dim, BufferView outv) override {
+    Access a(mem_);
+    float* out = f32_mut(outv, "embedding out");
+    const auto* base = static_cast<const char*>(table.data);
+    const size_t es = dtype_size(table.dtype);
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      const int64_t id = tokens_[i];
+      float* o = out + static_cast<int64_t>(i) * dim;
+      if (id < vocab_begin || id >= vocab_end) {
+        std::memset(o, 0, dim * sizeof(float));
+        continue;
+      }
+      const char* row = base + static_cast<size_t>((id - vocab_begin) * dim) * es;
+      widen_row(row, table.dtype, o, dim);
+    }
+  }
+
+  void gather_logit_rows(BufferView x, int64_t dim, int64_t first, int64_t count, BufferView out) override {
+    copy_rows(x, dim, std::span<const int64_t>(logit_rows_).subspan(first, count), dim, out, dim);
+  }
+
+  void copy_rows(BufferView src, int64_t src_stride, std::span<const int64_t> rows, int64_t width, BufferView dst,
+                 int64_t dst_stride) override {
+    Access a(mem_);
+    const size_t es = dtype_size(src.dtype);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::memcpy(dst.at(static_cast<int64_t>(i) * dst_stride).data, src.at(rows[i] * src_stride).data, width * es);
+  }
+
+  void logit_stats(BufferView logits_v, int64_t count, int64_t vn, int64_t v0, int64_t first,
+                   BufferView stats_v) override {
+    Access a(mem_);
+    const float* logits = f32(logits_v, "logits");
+    auto* stats = stats_v.as<LogitStats>();
+#pragma omp parallel for if (count > 1)
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = logits + i * vn;
+      LogitStats st{-std::numeric_limits<float>::infinity(), 0, 0.0f, std::numeric_limits<float>::quiet_NaN()};
+      for (int64_t j = 0; j < vn; ++j)
+        if (row[j] > st.max_logit) st.max_logit = row[j], st.argmax = static_cast<int32_t>(v0 + j);
+      double se = 0.0;
+      for (int64_t j = 0; j < vn; ++j) se += std::exp(static_cast<double>(row[j]) - st.max_logit);
+      st.sum_exp = static_cast<float>(se);
+      const int32_t target = targets_[static_cast<size_t>(first + i)];
+      if (target >= v0 && target < v0 + vn) st.target_logit = row[target - v0];
+      stats[i] = st;
+    }
+  }
+
+ protected:
+  void release(void* data, size_t bytes) noexcept override { mem_.release(data, bytes); }
+
+ private:
+  using Access = HostMemory::AccessScope;
+
+  static void rmsnorm_rows(const float* x, const float* w, float* out, int64_t m, int64_t n, float eps) {
     for (int64_t i = 0; i < m; ++i) {
       const float* xi = x + i * n;
       float* oi = out + i * n;
@@ -74,98 +224,35 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void add_bias(float* x, const float* bias, int64_t m, int64_t n) override {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) x[i * n + j] += bias[j];
-  }
-
-  void add(float* x, const float* y, size_t count) override {
-    for (size_t i = 0; i < count; ++i) x[i] += y[i];
-  }
-
-  void rope(float* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, const int32_t* positions,
-            const float* inv_freq) override {
-    const int64_t half = head_dim / 2;
-    std::vector<float> cs(half), sn(half);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(positions[r]) * inv_freq[i];
-        cs[i] = static_cast<float>(std::cos(angle));
-        sn[i] = static_cast<float>(std::sin(angle));
-      }
-      for (int64_t h = 0; h < heads; ++h) {
-        float* v = x + r * row_stride + h * head_dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const float a = v[i], b = v[i + half];
-          v[i] = a * cs[i] - b * sn[i];
-          v[i + half] = b * cs[i] + a * sn[i];
+  static void widen_row(const char* row, DType dtype, float* out, int64_t n) {
+    switch (dtype) {
+      case DType::F32: std::memcpy(out, row, n * sizeof(float)); return;
+      case DType::BF16:
+      case DType::F16: {
+        const bool bf = dtype == DType::BF16;
+        for (int64_t j = 0; j < n; ++j) {
+          uint16_t h;
+          std::memcpy(&h, row + 2 * j, 2);
+          out[j] = bf ? bf16_to_f32(h) : f16_to_f32(h);
         }
+        return;
       }
+      default: throw Error("CPU backend: an embedding table must be F32, BF16 or F16");
     }
   }
 
-  void silu_mul(const float* gu, float* out, int64_t m, int64_t inter) override {
-    for (int64_t r = 0; r < m; ++r) {
-      const float* g = gu + r * 2 * inter;
-      const float* u = g + inter;
-      float* o = out + r * inter;
-      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    }
-  }
-
-  void paged_attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
-                       float* k_cache, float* v_cache, const KvLayout& kv, int64_t q_heads, const AttentionSeq* seqs,
-                       int64_t num_seqs, float* out) override {
-    const int64_t hd = kv.head_dim, bs = kv.block_size, kvh = kv.kv_heads;
-    const int64_t group = q_heads / kvh;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    auto slot = [&](float* cache, const AttentionSeq& s, int64_t pos, int64_t head) {
-      const int64_t block = s.blocks[pos / bs];
-      return cache + ((block * kvh + head) * bs + pos % bs) * hd;
-    };
-    // 1. Append this step's keys and values to each sequence's blocks.
-    for (int64_t si = 0; si < num_seqs; ++si) {
-      const AttentionSeq& s = seqs[si];
-      for (int64_t r = 0; r < s.num_rows; ++r) {
-        const int64_t row = s.row_begin + r, pos = s.pos_begin + r;
-        for (int64_t h = 0; h < kvh; ++h) {
-          std::memcpy(slot(k_cache, s, pos, h), k + row * kv_stride + h * hd, hd * sizeof(float));
-          std::memcpy(slot(v_cache, s, pos, h), v + row * kv_stride + h * hd, hd * sizeof(float));
-        }
-      }
-    }
-    // 2. Causal attention of every row over positions 0..its own (a window's worth with sliding
-    // windows). Rows x heads are independent: spread them over the rank's threads.
-    std::vector<std::pair<int64_t, int64_t>> work;  // (sequence, row within it)
-    for (int64_t si = 0; si < num_seqs; ++si)
-      for (int64_t r = 0; r < seqs[si].num_rows; ++r) work.emplace_back(si, r);
-    const int64_t items = static_cast<int64_t>(work.size()) * q_heads;
-#pragma omp parallel for schedule(dynamic, 4) if (items > 8)
-    for (int64_t item = 0; item < items; ++item) {
-      const auto [si, r] = work[item / q_heads];
-      const int64_t h = item % q_heads;
-      const AttentionSeq& s = seqs[si];
-      const int64_t row = s.row_begin + r, last = s.pos_begin + r;
-      const int64_t first = kv.window > 0 ? std::max<int64_t>(0, last - kv.window + 1) : 0;
-      attend_one(q + row * q_stride + h * hd, k_cache, v_cache, kv, h / group, s.blocks, first, last, scale,
-                 out + row * (q_heads * hd) + h * hd);
-    }
-  }
-
-  void embedding(const int32_t* ids, int64_t count, const float* table, int64_t vocab_begin, int64_t vocab_end,
-                 int64_t dim, float* out) override {
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t id = ids[i];
-      if (id >= vocab_begin && id < vocab_end)
-        std::memcpy(out + i * dim, table + (id - vocab_begin) * dim, dim * sizeof(float));
-      else
-        std::memset(out + i * dim, 0, dim * sizeof(float));
-    }
-  }
+  HostMemory mem_;
+  std::vector<int32_t> tokens_, positions_, targets_, blocks_;
+  std::vector<int64_t> logit_rows_;
+  std::vector<AttentionSeq> seqs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(CpuBackendOptions options) {
+  const char* env = std::getenv("TPBATCH_CHECKED_BACKEND");
+  if (env && *env && std::string(env) != "0") options.checked = true;
+  return std::make_unique<CpuBackend>(options.checked);
+}
 
 }  // namespace tpbatch

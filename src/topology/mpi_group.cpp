@@ -1,4 +1,4 @@
-#include "topology/mpi_communicator.h"
+#include "topology/mpi_group.h"
 
 #include <chrono>
 #include <climits>
@@ -10,47 +10,44 @@
 namespace tpbatch {
 namespace {
 
-class Timed {  // adds one call's bytes and time to a collective's counters
- public:
-  Timed(CollectiveStats& s, size_t bytes) : s_(s), t0_(std::chrono::steady_clock::now()) {
-    s_.calls++;
-    s_.bytes += static_cast<int64_t>(bytes);
-  }
-  ~Timed() { s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
-
- private:
-  CollectiveStats& s_;
-  std::chrono::steady_clock::time_point t0_;
-};
-
 int checked_count(size_t n) {
   if (n > static_cast<size_t>(INT_MAX)) throw Error("MPI message of " + std::to_string(n) + " elements is too large");
   return static_cast<int>(n);
 }
 
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+TimedCall::TimedCall(CollectiveStats& s, size_t bytes) : s_(s), t0_(now_seconds()) {
+  s_.calls++;
+  s_.bytes += static_cast<int64_t>(bytes);
+}
+TimedCall::~TimedCall() { s_.seconds += now_seconds() - t0_; }
+
+MpiGroup::MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
-MpiCommunicator::~MpiCommunicator() {
+MpiGroup::~MpiGroup() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owned_ && !finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiCommunicator::allreduce_sum(float* data, size_t count) {
+void MpiGroup::allreduce_sum(float* data, size_t count) {
   WatchedCall w("MPI allreduce");
-  Timed t(stats_["allreduce"], count * sizeof(float));
+  TimedCall t(stats_["allreduce"], count * sizeof(float));
   if (size_ == 1) return;
   MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count), MPI_FLOAT, MPI_SUM, comm_);
 }
 
-void MpiCommunicator::allgather(const void* send, void* recv, size_t bytes_per_rank) {
+void MpiGroup::allgather(const void* send, void* recv, size_t bytes_per_rank) {
   WatchedCall w("MPI allgather");
-  Timed t(stats_["allgather"], bytes_per_rank * size_);
+  TimedCall t(stats_["allgather"], bytes_per_rank * size_);
   if (size_ == 1) {
     if (recv != send && bytes_per_rank) std::memcpy(recv, send, bytes_per_rank);
     return;
@@ -58,28 +55,28 @@ void MpiCommunicator::allgather(const void* send, void* recv, size_t bytes_per_r
   MPI_Allgather(send, checked_count(bytes_per_rank), MPI_BYTE, recv, checked_count(bytes_per_rank), MPI_BYTE, comm_);
 }
 
-void MpiCommunicator::broadcast(void* data, size_t bytes, int root) {
+void MpiGroup::broadcast(void* data, size_t bytes, int root) {
   WatchedCall w("MPI broadcast");
-  Timed t(stats_["broadcast"], bytes);
+  TimedCall t(stats_["broadcast"], bytes);
   if (size_ == 1) return;
   MPI_Bcast(data, checked_count(bytes), MPI_BYTE, root, comm_);
 }
 
-void MpiCommunicator::send(const void* data, size_t bytes, int peer, int tag) {
+void MpiGroup::send(const void* data, size_t bytes, int peer, int tag) {
   WatchedCall w("MPI send");
-  Timed t(stats_["send"], bytes);
+  TimedCall t(stats_["send"], bytes);
   MPI_Send(data, checked_count(bytes), MPI_BYTE, peer, tag, comm_);
 }
 
-void MpiCommunicator::recv(void* data, size_t bytes, int peer, int tag) {
+void MpiGroup::recv(void* data, size_t bytes, int peer, int tag) {
   WatchedCall w("MPI recv");
-  Timed t(stats_["recv"], bytes);
+  TimedCall t(stats_["recv"], bytes);
   MPI_Recv(data, checked_count(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE);
 }
 
-void MpiCommunicator::barrier() {
+void MpiGroup::barrier() {
   WatchedCall w("MPI barrier");
-  Timed t(stats_["barrier"], 0);
+  TimedCall t(stats_["barrier"], 0);
   MPI_Barrier(comm_);
 }
 
