@@ -3,6 +3,7 @@
 // checking the CPU. Every standard header is included BEFORE the pragma: an inline function
 // instantiated under it could otherwise be emitted with AVX2 code and picked by the linker for
 // the whole program.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -55,63 +56,159 @@ inline float sum1(__m256 a) {
   return _mm_cvtss_f32(s);
 }
 
-// acc[r][i] += w_r[kk..kk+8) · x_i[kk..kk+8) for R weight rows and MB rows of x.
-template <DType WT, int R, int MB>
+// acc[r][i] += w_r[kk..kk+8) · x_i[kk..kk+8) for R weight rows and MB rows of x. The loops over
+// r and i must unroll (the project builds with -O2, which would not) so acc stays in registers.
+// With PF, the same columns of the next block of weight rows (pf, same stride) are prefetched:
+// rows of 768 bf16 are only 24 cache lines, too short for the hardware stream prefetcher to
+// reach full speed on its own (measured: bf16 decode at half the fp32 bandwidth without it).
+template <DType WT, int R, int MB, bool PF>
 inline void fma_step(__m256 (&acc)[R][MB], const float* x, int64_t ldx, const unsigned char* w, int64_t ldwb,
-                     int64_t kk) {
+                     int64_t kk, const unsigned char* pf) {
+  constexpr int kB = Weights<WT>::kBytes;
+  if constexpr (PF) {
+    // One prefetch per row per 64-byte line: every iteration for fp32 rows would be twice that.
+    if (kk % (64 / kB) == 0) {
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(pf + r * ldwb + kk * kB), _MM_HINT_T0);
+    }
+  }
   __m256 xv[MB];
+  #pragma GCC unroll 16
   for (int i = 0; i < MB; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + kk);
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    const __m256 wv = Weights<WT>::load8(w + r * ldwb + kk * Weights<WT>::kBytes);
+    const __m256 wv = Weights<WT>::load8(w + r * ldwb + kk * kB);
+    #pragma GCC unroll 16
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_fmadd_ps(wv, xv[i], acc[r][i]);
   }
 }
 
-// y[i][r] = x_i · w_r for R weight rows (w, row stride ldwb bytes) and MB rows of x: one pass
-// over k with R*MB vector accumulators; the k % 8 tail goes through zero-padded copies.
-template <DType WT, int R, int MB>
+// y[i][r] = x_i · w_r (or += when `accumulate`: a later slice of k) for R weight rows (w, row
+// stride ldwb bytes) and MB rows of x: one pass over k with R*MB vector accumulators; the k % 8
+// tail goes through zero-padded copies.
+template <DType WT, int R, int MB, bool PF = false>
 inline void block(const float* x, int64_t ldx, const unsigned char* w, int64_t ldwb, float* y, int64_t ldy,
-                  int64_t k) {
+                  int64_t k, bool accumulate, const unsigned char* pf = nullptr) {
   __m256 acc[R][MB];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_setzero_ps();
   const int64_t k8 = k & ~int64_t(7);
-  for (int64_t kk = 0; kk < k8; kk += 8) fma_step<WT, R, MB>(acc, x, ldx, w, ldwb, kk);
+  for (int64_t kk = 0; kk < k8; kk += 8) fma_step<WT, R, MB, PF>(acc, x, ldx, w, ldwb, kk, pf);
   if (k8 < k) {
     constexpr int kB = Weights<WT>::kBytes;
     const int64_t tail = k - k8;
     alignas(32) float xt[MB][8] = {};
     alignas(32) unsigned char wt[R][8 * kB] = {};
+    #pragma GCC unroll 16
     for (int i = 0; i < MB; ++i) std::memcpy(xt[i], x + i * ldx + k8, size_t(tail) * 4);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) std::memcpy(wt[r], w + r * ldwb + k8 * kB, size_t(tail) * kB);
-    fma_step<WT, R, MB>(acc, &xt[0][0], 8, &wt[0][0], 8 * kB, 0);
+    fma_step<WT, R, MB, false>(acc, &xt[0][0], 8, &wt[0][0], 8 * kB, 0, nullptr);
   }
   if constexpr (R % 4 == 0) {
+    #pragma GCC unroll 16
     for (int i = 0; i < MB; ++i)
-      for (int r = 0; r < R; r += 4)
-        _mm_storeu_ps(y + i * ldy + r, sum4(acc[r][i], acc[r + 1][i], acc[r + 2][i], acc[r + 3][i]));
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; r += 4) {
+        __m128 s = sum4(acc[r][i], acc[r + 1][i], acc[r + 2][i], acc[r + 3][i]);
+        if (accumulate) s = _mm_add_ps(s, _mm_loadu_ps(y + i * ldy + r));
+        _mm_storeu_ps(y + i * ldy + r, s);
+      }
   } else {
+    #pragma GCC unroll 16
     for (int i = 0; i < MB; ++i)
-      for (int r = 0; r < R; ++r) y[i * ldy + r] = sum1(acc[r][i]);
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) y[i * ldy + r] = sum1(acc[r][i]) + (accumulate ? y[i * ldy + r] : 0.0f);
   }
 }
 
-// All m rows of x against R weight rows: blocks of kMB rows of x, then the remainder.
-// kMB = 3 with R = 4 keeps 12 accumulators + 3 x vectors + 1 weight vector in the 16 ymm
-// registers (measured best of 4x2, 4x3, 2x6 on Zen 3).
+// One row of x (decode at batch 1) against R weight rows, each row's k split over U
+// accumulators, software prefetch kGemvPrefetch bytes ahead. Used with R = 1: the weights are
+// then read as ONE sequential stream (over the whole matrix when rows are contiguous), which
+// the prefetchers follow best. Measured on Zen 3 (tpbatch_gemm_bench, m = 1): R = 8 streams gave
+// bf16 ~9 GB/s, R = 1 gives ~12-13 GB/s, about what fp32 reaches, so bf16 halves the time.
+constexpr int64_t kGemvPrefetch = 1024;
+template <DType WT, int R, int U>
+inline void gemv_block(const float* x, const unsigned char* w, int64_t ldwb, float* y, int64_t k) {
+  constexpr int kB = Weights<WT>::kBytes;
+  __m256 acc[R][U];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
+  const int64_t step = 8 * U, kU = k / step * step;
+  for (int64_t kk = 0; kk < kU; kk += step) {
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      #pragma GCC unroll 16
+      for (int64_t b = 0; b < step * kB; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * ldwb + kk * kB + b + kGemvPrefetch), _MM_HINT_T0);
+    #pragma GCC unroll 16
+    for (int u = 0; u < U; ++u) {
+      const __m256 xv = _mm256_loadu_ps(x + kk + 8 * u);
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        acc[r][u] = _mm256_fmadd_ps(Weights<WT>::load8(w + r * ldwb + (kk + 8 * u) * kB), xv, acc[r][u]);
+    }
+  }
+  for (int64_t kk = kU; kk < k; kk += 8) {  // the last < 8U columns, the final < 8 zero-padded
+    const int64_t len = std::min<int64_t>(8, k - kk);
+    alignas(32) float xt[8] = {};
+    std::memcpy(xt, x + kk, size_t(len) * 4);
+    const __m256 xv = _mm256_load_ps(xt);
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      alignas(32) unsigned char wt[8 * kB] = {};
+      std::memcpy(wt, w + r * ldwb + kk * kB, size_t(len) * kB);
+      acc[r][0] = _mm256_fmadd_ps(Weights<WT>::load8(wt), xv, acc[r][0]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 16
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
+    y[r] = sum1(acc[r][0]);
+  }
+}
+
+// All m rows of x against R weight rows, over the k slice [k0, k0 + len): blocks of kMB rows of
+// x, then the remainder. kMB = 3 with R = 4 keeps 12 accumulators + 3 x vectors + 1 weight
+// vector in the 16 ymm registers.
+// The first pass over the block prefetches the next block's slice (pf).
 template <DType WT, int R>
-inline void row_block(const GemmArgs& a, const unsigned char* w, int64_t ldwb, int64_t j) {
+inline void row_block(const GemmArgs& a, const unsigned char* w, int64_t ldwb, int64_t j, int64_t k0, int64_t len,
+                      const unsigned char* pf) {
   constexpr int kMB = 3;
-  const float* x = a.x;
+  const float* x = a.x + k0;
   float* y = a.y + j;
+  const bool acc = k0 > 0;
   int64_t i = 0;
-  for (; i + kMB <= a.m; i += kMB) block<WT, R, kMB>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, a.k);
+  if (a.m >= kMB) {
+    block<WT, R, kMB, true>(x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
+    i = kMB;
+  }
+  for (; i + kMB <= a.m; i += kMB) block<WT, R, kMB>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc);
+  const bool first = i == 0;
   switch (a.m - i) {
-    case 2: block<WT, R, 2>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, a.k); break;
-    case 1: block<WT, R, 1>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, a.k); break;
+    case 2:
+      if (first) block<WT, R, 2, true>(x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
+      else block<WT, R, 2>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc);
+      break;
+    case 1:
+      if (first) block<WT, R, 1, true>(x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
+      else block<WT, R, 1>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc);
+      break;
     default: break;
   }
 }
+
+// When the rows of x take more than one pass over a block of weight rows, k is cut into slices
+// of kKc so the block's slice (4 rows x 512 x 4 bytes = 8 KiB for fp32) stays in L1 for every
+// pass while the rows of x stream from L2; without it, k = 2048 (the down projection) makes the
+// block plus three rows of x overflow L1 and the kernel runs at the L2 rate.
+constexpr int64_t kKc = 512;
 
 template <DType WT>
 void rows_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
@@ -119,11 +216,19 @@ void rows_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t ldwb = a.ldw * kB;
   const auto* w = static_cast<const unsigned char*>(a.w);
   int64_t j = n0;
-  if (a.m == 1) {  // one row of x: 8 weight rows in flight (8 independent FMA chains)
-    for (; j + 8 <= n1; j += 8) block<WT, 8, 1>(a.x, a.ldx, w + j * ldwb, ldwb, a.y + j, a.ldy, a.k);
+  // The block after [j, j + rows) for prefetching; the last one prefetches itself (harmless).
+  auto next = [&](int64_t jj, int64_t rows) { return w + (jj + 2 * rows <= n1 ? jj + rows : jj) * ldwb; };
+  if (a.m == 1) {
+    for (; j < n1; ++j) gemv_block<WT, 1, 8>(a.x, w + j * ldwb, ldwb, a.y + j, a.k);
+    return;
   }
-  for (; j + 4 <= n1; j += 4) row_block<WT, 4>(a, w + j * ldwb, ldwb, j);
-  for (; j < n1; ++j) row_block<WT, 1>(a, w + j * ldwb, ldwb, j);
+  const int64_t kc = a.m > 3 ? kKc : a.k;
+  for (; j + 4 <= n1; j += 4)
+    for (int64_t k0 = 0; k0 < a.k; k0 += kc)
+      row_block<WT, 4>(a, w + j * ldwb + k0 * kB, ldwb, j, k0, std::min(kc, a.k - k0), next(j, 4) + k0 * kB);
+  for (; j < n1; ++j)
+    for (int64_t k0 = 0; k0 < a.k; k0 += kc)
+      row_block<WT, 1>(a, w + j * ldwb + k0 * kB, ldwb, j, k0, std::min(kc, a.k - k0), w + j * ldwb + k0 * kB);
 }
 
 template <DType WT>

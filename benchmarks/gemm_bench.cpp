@@ -1,0 +1,308 @@
+// gemm_nt on the 125M model's linear-layer shapes, against the bounds measured in the same run:
+// memory read bandwidth (a streaming read of 1 GiB) and the fp32 GEMM peak (a large OpenBLAS
+// sgemm), for f32/bf16/f16 weights, each thread count, and OpenBLAS sgemv/sgemm on the same shapes.
+// Weights rotate through copies totalling >= 256 MiB so every call streams them from DRAM, as a
+// decode step of the whole model does (the model is far larger than L3).
+//   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
+//                      [--shapes qkv,down] [--crossover 0|1]
+#include <cblas.h>
+#include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/blas_core.h"
+#include "backend/cpu/gemm.h"
+#include "backend/dtype.h"
+
+namespace {
+
+using tpbatch::DType;
+namespace cpu = tpbatch::cpu;
+
+// --clock wall (default): elapsed time. --clock cpu: process CPU time divided by the thread count,
+// for a shared machine where other jobs take turns on the cores (the elapsed time would then
+// measure the load, not the kernel); memory contention from the other jobs still shows.
+bool g_cpu_clock = false;
+int g_clock_threads = 1;
+
+double now_s() {
+  if (g_cpu_clock) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec)) / g_clock_threads;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> out;
+  for (const char* p = s; *p;) {
+    out.push_back(std::atoi(p));
+    while (*p && *p != ',') ++p;
+    if (*p == ',') ++p;
+  }
+  return out;
+}
+
+// Streaming read of `bytes` by the OpenMP team (AVX2 where present, so the read is not the limit).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#endif
+float sum_plain(const float* p, size_t n) {
+  float acc[16] = {};
+  for (size_t i = 0; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += p[i + j];
+  float s = 0;
+  for (float v : acc) s += v;
+  return s;
+}
+
+double read_gbps(int threads) {
+  const size_t n = size_t(1) << 28;  // 1 GiB of floats
+  std::vector<float> buf(n, 1.0f);
+  const bool avx2 = cpu::gemm_isa() == cpu::GemmIsa::Avx2Fma;
+  double best = 0, sink = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = now_s();
+    double total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
+      const size_t b = n * t / nt, e = n * (t + 1) / nt;
+#if defined(__x86_64__)
+      total += avx2 ? sum_avx2(buf.data() + b, e - b) : sum_plain(buf.data() + b, e - b);
+#else
+      total += sum_plain(buf.data() + b, e - b);
+#endif
+    }
+    best = std::max(best, n * 4.0 / (now_s() - t0) / 1e9);
+    sink += total;
+  }
+  if (sink < 0) std::printf("?");
+  return best;
+}
+
+double sgemm_peak_gflops(int threads) {
+  const int n = 2048;
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  openblas_set_num_threads(threads);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    if (rep) best = std::max(best, 2.0 * n * n * double(n) / (now_s() - t0) / 1e9);
+  }
+  openblas_set_num_threads(1);
+  return best;
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+// The 125M Llama: hidden 768, GQA 12/4 (kv dim 256), intermediate 2048, vocab 32000.
+const Shape kShapes[] = {{"qkv", 1280, 768},     {"o_proj", 768, 768},  {"gate_up", 4096, 768},
+                         {"down", 768, 2048},    {"lm_head", 32000, 768}};
+constexpr int kLayers = 12;
+
+// A pool of weight memory filled with finite values of one type; copies of a weight rotate in it.
+struct Pool {
+  static constexpr size_t kBytes = size_t(512) << 20;
+  std::vector<unsigned char> mem = std::vector<unsigned char>(kBytes);
+  DType filled = DType::I32;
+  void fill(DType dtype) {
+    if (filled == dtype) return;
+    std::vector<unsigned char> pattern(1 << 16);
+    for (size_t i = 0; i < pattern.size() / 4; ++i) {
+      const float v = float(int(i * 2654435761u % 2001) - 1000) * 1e-3f;
+      if (dtype == DType::F32) {
+        std::memcpy(&pattern[4 * i], &v, 4);
+      } else {
+        const uint16_t a = dtype == DType::BF16 ? tpbatch::f32_to_bf16(v) : tpbatch::f32_to_f16(v);
+        const uint16_t b = dtype == DType::BF16 ? tpbatch::f32_to_bf16(-v) : tpbatch::f32_to_f16(-v);
+        std::memcpy(&pattern[4 * i], &a, 2);
+        std::memcpy(&pattern[4 * i + 2], &b, 2);
+      }
+    }
+    for (size_t off = 0; off < kBytes; off += pattern.size()) std::memcpy(&mem[off], pattern.data(), pattern.size());
+    filled = dtype;
+  }
+};
+
+// Seconds per call of f(weights) with the weights rotating over copies of `bytes` each.
+template <class F>
+double time_rotating(Pool& pool, size_t bytes, double min_seconds, F&& f) {
+  const size_t stride = (bytes + 4095) / 4096 * 4096;
+  const size_t copies = std::max<size_t>(2, std::min(Pool::kBytes / stride, (size_t(256) << 20) / stride + 1));
+  size_t c = 0;
+  f(pool.mem.data());  // warm-up: thread team, scratch, page faults already taken by fill
+  int reps = 0;
+  const double t0 = now_s();
+  double t = 0;
+  while (reps < 3 || (t = now_s() - t0) < min_seconds) {
+    c = (c + 1) % copies;
+    f(pool.mem.data() + c * stride);
+    ++reps;
+    t = now_s() - t0;
+  }
+  return t / reps;
+}
+
+struct Bounds {
+  double read_gbps, peak_gflops;
+};
+
+struct Result {
+  double seconds;
+  std::string path;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tpbatch::ensure_fast_blas_core(argv);
+  std::vector<int> thread_counts = {1, 2};
+  std::vector<int> rows = {1, 2, 4, 8, 16, 32, 64, 128, 512};
+  double min_seconds = 0.15;
+  std::string only_shapes;  // ",qkv,down," when --shapes qkv,down
+  bool crossover = true;
+  auto wanted = [&](const Shape& s) { return only_shapes.empty() || only_shapes.find(std::string(",") + s.name + ",") != std::string::npos; };
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) thread_counts = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rows")) rows = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--min-seconds")) min_seconds = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--shapes")) only_shapes = std::string(",") + argv[i + 1] + ",";
+    else if (!std::strcmp(argv[i], "--crossover")) crossover = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
+    else {
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
+                 "       [--shapes qkv,o_proj,gate_up,down,lm_head] [--crossover 0|1]\n", argv[0]);
+      return 2;
+    }
+  }
+  double load[3] = {};
+  if (getloadavg(load, 3) < 1) load[0] = -1;
+  std::printf("blas_core %s, gemm isa %s, OMP_WAIT_POLICY=%s, clock %s, load average %.2f\n",
+              tpbatch::blas_core_name(), cpu::gemm_isa_name(cpu::gemm_isa()),
+              std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "", g_cpu_clock ? "cpu" : "wall",
+              load[0]);
+  Pool pool;
+  int64_t max_mk = 0;
+  for (const Shape& s : kShapes) max_mk = std::max(max_mk, s.k);
+  const int max_m = *std::max_element(rows.begin(), rows.end());
+  std::vector<float> x(size_t(max_m) * size_t(max_mk), 0.01f), y(size_t(max_m) * 32000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.01f;
+
+  const DType types[] = {DType::F32, DType::BF16, DType::F16};
+  for (int threads : thread_counts) {
+    g_clock_threads = threads;
+    Bounds b{read_gbps(threads), sgemm_peak_gflops(threads)};
+    std::printf("\n=== threads %d: read bandwidth %.2f GB/s, fp32 sgemm peak %.1f GFLOP/s ===\n", threads,
+                b.read_gbps, b.peak_gflops);
+    std::printf("%-8s %-5s %-9s %5s %11s %8s %8s %7s %7s %7s\n", "shape", "wtype", "kernel", "m", "us/call",
+                "wGB/s", "GFLOP/s", "xBW", "xPeak", "x(m=1)");
+    // step[type][m] = seconds of one step of the whole model (12 layers + LM head).
+    std::map<std::string, std::map<int, double>> step;
+    for (const Shape& s : kShapes) {
+      if (!wanted(s)) continue;
+      for (int impl = 0; impl < 4; ++impl) {  // 0..2: gemm_nt per type; 3: OpenBLAS on f32
+        const DType dtype = impl < 3 ? types[impl] : DType::F32;
+        const std::string label = impl < 3 ? tpbatch::dtype_name(dtype) : "F32";
+        pool.fill(dtype);
+        const size_t bytes = size_t(s.n * s.k) * tpbatch::dtype_size(dtype);
+        double t1 = 0;
+        for (int m : rows) {
+          std::string kernel;
+          double t;
+          if (impl < 3) {
+            omp_set_num_threads(threads);
+            kernel = cpu::gemm_path_name(cpu::gemm_auto_path(dtype, m, s.n, s.k));
+            t = time_rotating(pool, bytes, min_seconds, [&](const unsigned char* w) {
+              cpu::gemm_nt(x.data(), w, dtype, y.data(), m, s.n, s.k);
+            });
+          } else {
+            kernel = m == 1 ? "oblas-gemv" : "oblas-gemm";
+            openblas_set_num_threads(threads);
+            t = time_rotating(pool, bytes, min_seconds, [&](const unsigned char* wb) {
+              const float* w = reinterpret_cast<const float*>(wb);
+              if (m == 1)
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, int(s.n), int(s.k), 1.0f, w, int(s.k), x.data(), 1, 0.0f,
+                            y.data(), 1);
+              else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, int(s.n), int(s.k), 1.0f, x.data(),
+                            int(s.k), w, int(s.k), 0.0f, y.data(), int(s.n));
+            });
+            openblas_set_num_threads(1);
+          }
+          if (m == rows.front()) t1 = t;
+          const double gbps = bytes / t / 1e9, gflops = 2.0 * m * s.n * s.k / t / 1e9;
+          std::printf("%-8s %-5s %-11s %3d %11.1f %8.2f %8.1f %7.2f %7.2f %7.2f\n", s.name, label.c_str(),
+                      kernel.c_str(), m, t * 1e6, gbps, gflops, gbps / b.read_gbps, gflops / b.peak_gflops, t / t1);
+          const std::string key = impl < 3 ? label : "F32/OpenBLAS";
+          step[key][m] += (std::strcmp(s.name, "lm_head") ? kLayers : 1) * t;
+        }
+      }
+    }
+    if (!only_shapes.empty()) continue;
+    // One decode/prefill step of the whole 125M model's linear layers (12 layers + LM head).
+    std::printf("\n-- threads %d: linear layers of one model step (12 x {qkv,o,gate_up,down} + lm_head) --\n",
+                threads);
+    std::printf("%-13s %5s %10s %10s %8s %8s %8s\n", "weights", "m", "step ms", "rows/s", "wGB/s", "xBW",
+                "x(m=1)");
+    for (auto& [key, by_m] : step) {
+      double bytes = 0;
+      for (const Shape& s : kShapes)
+        bytes += double(s.n * s.k) * (std::strcmp(s.name, "lm_head") ? kLayers : 1) *
+                 (key == "BF16" || key == "F16" ? 2 : 4);
+      for (auto& [m, sec] : by_m)
+        std::printf("%-13s %5d %10.3f %10.1f %8.2f %8.2f %8.2f\n", key.c_str(), m, sec * 1e3, m / sec,
+                    bytes / sec / 1e9, bytes / sec / 1e9 / b.read_gbps, sec / by_m.begin()->second);
+    }
+  }
+
+  // Crossover between the two paths of gemm_nt, forced, on the biggest layer shapes.
+  if (!crossover) return 0;
+  std::printf("\n-- crossover: us/call of each path of gemm_nt (threads %d) --\n", thread_counts.back());
+  std::printf("%-8s %-5s %5s %12s %12s\n", "shape", "wtype", "m", "row-blocked", "panel-sgemm");
+  omp_set_num_threads(thread_counts.back());
+  g_clock_threads = thread_counts.back();
+  for (const Shape& s : {kShapes[2], kShapes[3]})
+    for (DType dtype : types) {
+      pool.fill(dtype);
+      const size_t bytes = size_t(s.n * s.k) * tpbatch::dtype_size(dtype);
+      for (int m : {16, 24, 32, 48, 64, 96, 128}) {
+        if (m > max_m) continue;
+        double t[2];
+        for (int p = 0; p < 2; ++p) {
+          const cpu::GemmPath path = p ? cpu::GemmPath::Panel : cpu::GemmPath::RowBlocked;
+          t[p] = time_rotating(pool, bytes, min_seconds, [&](const unsigned char* w) {
+            cpu::gemm_nt(x.data(), s.k, w, s.k, dtype, y.data(), s.n, m, s.n, s.k, path);
+          });
+        }
+        std::printf("%-8s %-5s %5d %12.1f %12.1f\n", s.name, tpbatch::dtype_name(dtype), m, t[0] * 1e6, t[1] * 1e6);
+      }
+    }
+  return 0;
+}
