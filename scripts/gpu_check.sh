@@ -18,11 +18,19 @@
 # "no device" and the CPU halves still run, which is how it is rehearsed on a CPU machine:
 #   bash scripts/gpu_fetch_debs.sh build-debs && bash scripts/simulate_bare_gpu_machine.sh bash scripts/gpu_check.sh
 # Knobs: GPU_CHECK_DEBS (build-debs), GPU_CHECK_PREFIX (build-gpu-prefix), GPU_CHECK_BUILD (build-gpu),
-# GPU_CHECK_WORK (build-gpu-work), GPU_CHECK_JOBS (nproc), GPU_CHECK_SKIP (space-separated parts to
+# GPU_CHECK_WORK (build-gpu-work), GPU_CHECK_JOBS (nproc), GPU_CHECK_BUILD_S (300: the build's limit), GPU_CHECK_SKIP (space-separated parts to
 # skip: kernels e2e speed nccl), GPU_CHECK_SPEED_ON_CPU=1 (rehearse the speed/NCCL parts on the CPU
 # with a tiny model), GPU_CHECK_BW_GBS (copy bandwidth when gpu_bench cannot measure it).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+# --env: only unpack the prefix and find NCCL, then print `export` lines for the environment the
+# build and tpbatch run in (eval "$(bash scripts/gpu_check.sh --env)"); the rows go to stderr.
+ENV_ONLY=0
+ROW_FD=1
+if [[ "${1:-}" == --env ]]; then
+  ENV_ONLY=1
+  ROW_FD=2
+fi
+cd "$(dirname "$0")/.." || exit 2
 REPO=$PWD
 T_START=$SECONDS
 BUDGET=${GPU_CHECK_BUDGET_S:-480}
@@ -41,9 +49,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 
 # ---- the table ------------------------------------------------------------------------------------
 ROWS=()
+CLEANUP=()
 write_table() {
   {
-    echo "tpbatch GPU check — $(date -u '+%F %T UTC'), $(hostname), commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), $((SECONDS - T_START)) s"
+    echo "tpbatch GPU check — $(date -u '+%F %T UTC'), ${HOSTNAME:-$(uname -n)}, commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'), $((SECONDS - T_START)) s"
     printf '%s\n' "${ROWS[@]}" | awk -F'|' '
       { for (i = 1; i <= 4; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
       END {
@@ -59,7 +68,7 @@ write_table() {
 # run killed from outside still leaves the rows it reached).
 row() {
   ROWS+=("$1|$2|${3//|//}|${4//|//}")
-  echo ">> $1 | $2 | $3 | $4"
+  echo ">> $1 | $2 | $3 | $4" >&"$ROW_FD"
   write_table
 }
 left() { echo $((BUDGET - (SECONDS - T_START))); }
@@ -89,7 +98,16 @@ setup_prefix() {
   local stamp=$P/.unpacked
   if [[ ! -f "$stamp" || -n "$(find "$DEBS" -name '*.deb' -newer "$stamp" -print -quit)" ]]; then
     rm -rf "$P" && mkdir -p "$P"
-    printf '%s\0' "${debs[@]}" | xargs -0 -P "$JOBS" -n 4 sh -c 'for d; do dpkg -x "$d" "$0" || exit 1; done' "$P" ||
+    # dpkg -x, or ar + tar where there is no dpkg (a .deb is an ar archive holding data.tar.*).
+    printf '%s\0' "${debs[@]}" | xargs -0 -P "$JOBS" -n 4 sh -c '
+      for d; do
+        if command -v dpkg >/dev/null; then dpkg -x "$d" "$0" || exit 1
+        else
+          m=$(ar t "$d" | grep "^data.tar") || exit 1
+          case "$m" in *.xz) z=-J ;; *.zst) z=--zstd ;; *.gz) z=-z ;; *) z= ;; esac
+          ar p "$d" "$m" | tar -x $z -f - -C "$0" || exit 1
+        fi
+      done' "$P" ||
       { row build prefix FAIL "dpkg -x failed"; return 1; }
     local L=$P/usr/lib/$ARCH
     # What the postinst scripts and update-alternatives would have made.
@@ -160,7 +178,7 @@ print("\n".join(p for p in paths if p))' 2>/dev/null)
 }
 
 # ---- 0. the machine ------------------------------------------------------------------------------
-echo "== gpu_check: $(nproc) cores, budget ${BUDGET}s, work in $WORK"
+echo "== gpu_check: $(nproc) cores, budget ${BUDGET}s, work in $WORK" >&"$ROW_FD"
 GPUS=0
 if command -v nvidia-smi >/dev/null; then
   timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$LOGS/nvidia-smi.txt" 2>&1 &&
@@ -171,10 +189,22 @@ if ((GPUS > 0)); then
 else
   row machine gpu "no device" "nvidia-smi finds no GPU ($(log_tail "$LOGS/nvidia-smi.txt" 1)); $(nproc) cores"
 fi
+# The carried Debian 12 libraries need glibc >= 2.36 (libevent's arc4random) and a libstdc++ with
+# GLIBCXX_3.4.30 (GCC 12, for ICU): an older machine fails at load time, so say so first.
+glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+stdcxx=$(c++ -print-file-name=libstdc++.so.6 2>/dev/null)
+stdcxx_ok=no
+[[ -f "$stdcxx" ]] && grep -a -q GLIBCXX_3.4.30 "$(readlink -f "$stdcxx")" && stdcxx_ok=yes
+if python3 -c "import sys; sys.exit(0 if tuple(map(int, '${glibc:-0}'.split('.'))) >= (2, 36) else 1)" 2>/dev/null &&
+  [[ "$stdcxx_ok" == yes ]]; then
+  row machine "glibc, libstdc++" ok "glibc $glibc, GLIBCXX_3.4.30 present; $(c++ --version 2>/dev/null | head -1)"
+else
+  row machine "glibc, libstdc++" "too old?" "glibc ${glibc:-?} (need >= 2.36), GLIBCXX_3.4.30 $stdcxx_ok: the carried Debian 12 libraries may not load"
+fi
 NVCC=${CUDACXX:-}
 [[ -z "$NVCC" ]] && NVCC=$(command -v nvcc || true)
 [[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
-if [[ -z "$NVCC" ]]; then
+if [[ -z "$NVCC" ]] && ((!ENV_ONLY)); then
   row build nvcc FAIL "no nvcc (PATH, CUDACXX, /usr/local/cuda/bin)"
   exit 1
 fi
@@ -189,6 +219,10 @@ else
   row build nccl FAIL "no nccl.h + libnccl.so[.2] in site-packages/nvidia/nccl or /usr/local/cuda (set NCCL_INCLUDE_DIR, NCCL_LIBRARY)"
 fi
 setup_prefix || exit 1
+if ((ENV_ONLY)); then
+  for kv in "${PENV[@]:1}"; do printf 'export %q\n' "$kv"; done
+  exit 0
+fi
 echo "   prefix ready in $((SECONDS - SECONDS_PREFIX)) s"
 
 cmake_args=(-S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
@@ -214,11 +248,27 @@ fi
 row build configure ok "$((SECONDS - t0)) s; $(grep -m1 'CUDA backend:' "$LOGS/configure.log" | sed 's/^-- //' | cut -c1-150)"
 TARGETS=(tpbatch tpbatch_gpu_tests tpbatch_gpu_bench)
 t0=$SECONDS
-if ! timeout "$(limit 300)" "${PENV[@]}" cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" >"$LOGS/build.log" 2>&1; then
-  row build compile FAIL "after $((SECONDS - t0)) s: $(grep -m1 -E 'error|Error' "$LOGS/build.log" | cut -c1-200)"
+# ninja_cost: the summed and the longest compile step of the build (each output's longest entry in
+# .ninja_log, so a step ccache answered still counts its first, real compile), for scaling to N cores.
+ninja_cost() {
+  [[ -f "$BUILD/.ninja_log" ]] || return 0
+  awk -F'\t' '!/^#/ { d = ($2 - $1) / 1000; if (d > m[$4]) m[$4] = d }
+    END { for (o in m) { s += m[o]; if (m[o] > x) x = m[o] }; printf "compile steps %.0f s summed, longest %.0f s", s, x }' "$BUILD/.ninja_log"
+}
+# children_cpu: user+sys seconds of every finished child so far (bash's `times`).
+children_cpu() {
+  times | tail -1 | awk '{ for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } } END { printf "%.0f", t }'
+}
+cpu0=$(children_cpu)
+rc=0
+timeout "$(limit "${GPU_CHECK_BUILD_S:-300}")" "${PENV[@]}" cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" >"$LOGS/build.log" 2>&1 || rc=$?
+if ((rc != 0)); then
+  why=$(grep -m1 -E 'error|Error' "$LOGS/build.log" | cut -c1-200)
+  ((rc == 124)) && why="timed out ($(grep -o -E '^\[[0-9]+/[0-9]+\]' "$LOGS/build.log" | tail -1) steps)"
+  row build compile FAIL "after $((SECONDS - t0)) s: $why; $(ninja_cost)"
   exit 1
 fi
-row build compile ok "$((SECONDS - t0)) s with -j$JOBS (${TARGETS[*]})"
+row build compile ok "$((SECONDS - t0)) s with -j$JOBS, $(($(children_cpu) - cpu0)) s CPU (${TARGETS[*]}); $(ninja_cost)"
 TPBATCH=$BUILD/tpbatch
 GPU_TESTS=$BUILD/tests/tpbatch_gpu_tests
 GPU_BENCH=$BUILD/benchmarks/tpbatch_gpu_bench
@@ -265,6 +315,8 @@ if ((GPUS > 0)) && ! skipping speed; then
   if [[ -n "$bw" ]]; then
     BW_GBS=$bw
     row speed "copy bandwidth" "$bw GB/s" "cudaMemcpy D2D, read+write (tpbatch_gpu_bench; its table in logs/gpu_bench.log)"
+    gemm=$(grep -m1 "prefill GEMM bf16" "$LOGS/gpu_bench.log" | grep -o -E '[0-9.]+ TF/s')
+    [[ -n "$gemm" ]] && row speed "cuBLAS bf16 GEMM 4096x14336x4096" "$gemm" "tpbatch_gpu_bench (the prefill ceiling)"
   else
     row speed "copy bandwidth" FAIL "gpu_bench exit $rc: $(log_tail "$LOGS/gpu_bench.log" 2)"
   fi
@@ -436,7 +488,10 @@ if ! skipping speed; then
       PREFILL_PLEN=256
       TP_ROWS=64
     else
+      # 16 GB of weights: in RAM (/dev/shm) when it has room, so neither writing nor loading waits on the disk.
       M8B=$WORK/models/m8b-bf16
+      shm_free=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+      ((${shm_free:-0} > 24 * 1024 * 1024)) && M8B=/dev/shm/tpbatch-gpu-check-m8b && CLEANUP+=("$M8B")
       t0=$SECONDS
       make_model "$M8B" 240 --preset 8b
       SPEED_LABEL="8B bf16"
@@ -449,6 +504,7 @@ if ! skipping speed; then
     if [[ -f "$M8B/model.safetensors" ]]; then
       VOCAB8=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$M8B/config.json")
       [[ -z "$BW_GBS" ]] && row speed "copy bandwidth" "unknown" "no gpu_bench figure: floors not computed (GPU_CHECK_BW_GBS sets one)"
+      res=""
       for b in "${SIZES[@]}"; do
         new=64
         rc=0
@@ -462,7 +518,7 @@ if ! skipping speed; then
         tpot=$(inspect_field "$WORK/decode-b$b.h5" tpot | sed -n 's/^p50 \([0-9.]*\) ms.*/\1/p')
         wbytes=$(grep -m1 -o 'weights: [0-9.]* [KMG]iB per rank' "$LOGS/decode-b$b.log" | awk '{
           f = $3 == "KiB" ? 1024 : $3 == "MiB" ? 1048576 : 1073741824; printf "%.0f", $2 * f }')
-        kvb=$(grep -m1 -o '([0-9]* bytes per token per rank)' "$LOGS/decode-b$b.log" | tr -dc '0-9')
+        kvb=$(grep -m1 -o -E '[0-9]+ bytes per token per rank' "$LOGS/decode-b$b.log" | awk '{print $1}')
         fl="n/a"
         if [[ -n "$BW_GBS" && -n "$wbytes" && -n "$kvb" ]]; then
           fl=$(python3 "$TOOLS" floor "$wbytes" "$kvb" "$b" $((128 + new / 2)) "$BW_GBS")
@@ -534,11 +590,12 @@ if ! skipping nccl; then
   ((GPUS == 0)) && row nccl "NCCL over 2 ranks on 1 GPU" "no device" "needs a GPU"
 fi
 
+((${#CLEANUP[@]})) && rm -rf "${CLEANUP[@]}"
 row total "wall time" "$((SECONDS - T_START)) s" "budget ${BUDGET} s; logs in $LOGS"
 echo
 cat "$TABLE"
 if [[ -n "${OUT:-}" ]]; then
   tar -czf "$OUT/gpu_check_logs.tar.gz" -C "$WORK" logs 2>/dev/null
 fi
-grep -q -E "\| *FAIL" <(printf '%s\n' "${ROWS[@]}" | cut -d'|' -f3 | sed 's/^/| /') && exit 1
+printf '%s\n' "${ROWS[@]}" | cut -d'|' -f3 | grep -q '^FAIL' && exit 1
 exit 0
