@@ -4,7 +4,7 @@
 // Weights rotate through copies totalling >= 256 MiB so every call streams them from DRAM, as a
 // decode step of the whole model does (the model is far larger than L3).
 //   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
-//                      [--shapes qkv,down] [--crossover 0|1]
+//                      [--shapes qkv,down] [--crossover 0|1] [--isa portable]
 #include <cblas.h>
 #include <omp.h>
 #if defined(__x86_64__)
@@ -195,10 +195,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--min-seconds")) min_seconds = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shapes")) only_shapes = std::string(",") + argv[i + 1] + ",";
     else if (!std::strcmp(argv[i], "--crossover")) crossover = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--isa") && !std::strcmp(argv[i + 1], "portable"))
+      cpu::set_gemm_isa_for_testing(cpu::GemmIsa::Portable);
     else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
     else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
-                 "       [--shapes qkv,o_proj,gate_up,down,lm_head] [--crossover 0|1]\n", argv[0]);
+                 "       [--shapes qkv,o_proj,gate_up,down,lm_head] [--crossover 0|1] [--isa portable]\n", argv[0]);
       return 2;
     }
   }

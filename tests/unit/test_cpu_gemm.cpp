@@ -142,6 +142,37 @@ TEST_P(GemmIsaTest, ModelShapes) {
   }
 }
 
+// Identity rows of x pick each weight out exactly: every widening (bf16 shift, F16C, the
+// portable fp16 arithmetic) must agree bit for bit with dtype.h's conversions on finite
+// specials — subnormals, the largest and smallest normals, negative zero.
+TEST_P(GemmIsaTest, WideningIsExactOnSpecialValues) {
+  const std::vector<uint16_t> f16 = {0x0001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x8000, 0x8001, 0x3c00, 0xbc00, 0x3555,
+                                     0x0200, 0x83ff, 0x7800, 0x0000, 0x5640, 0xd640, 0x1234};
+  const std::vector<uint16_t> bf16 = {0x0001, 0x007f, 0x0080, 0x7f7f, 0xff7f, 0x8000, 0x8001, 0x3f80, 0xbf80, 0x3eab,
+                                      0x0040, 0x807f, 0x7f00, 0x0000, 0x42c8, 0xc2c8, 0x1234};
+  const int64_t k = int64_t(f16.size()), n = 3;  // every weight row holds all the values, rotated
+  std::vector<float> x(size_t(k * k), 0.0f);
+  for (int64_t i = 0; i < k; ++i) x[size_t(i * k + i)] = 1.0f;
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    const std::vector<uint16_t>& vals = dtype == DType::BF16 ? bf16 : f16;
+    std::vector<uint16_t> w(size_t(n * k));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t kk = 0; kk < k; ++kk) w[size_t(j * k + kk)] = vals[size_t((kk + j) % k)];
+    for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Panel})
+      for (int64_t m : {int64_t(1), k}) {  // m = 1 takes the single-row kernel
+        std::vector<float> y(size_t(m * n), -1.0f);
+        gemm_nt(x.data(), k, w.data(), k, dtype, y.data(), n, m, n, k, path);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const uint16_t bits = w[size_t(j * k + i)];
+            const float want = dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+            EXPECT_EQ(y[size_t(i * n + j)], want) << dtype_name(dtype) << " bits 0x" << std::hex << bits
+                                                  << " path " << gemm_path_name(path);
+          }
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, GemmIsaTest, ::testing::Values(GemmIsa::Avx2Fma, GemmIsa::Portable),
                          [](const auto& info) { return std::string(gemm_isa_name(info.param)) == "portable"
                                                            ? std::string("Portable") : std::string("Avx2Fma"); });

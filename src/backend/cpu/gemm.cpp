@@ -76,11 +76,17 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// Rows of x from which the panel path beats the row-blocked kernel, per weight type (AVX2;
-// measured with tpbatch_gemm_bench on Zen 3, 1 and 2 threads, the 125M model's shapes).
-int64_t panel_min_rows(GemmIsa isa, DType wtype) {
+// Rows of x from which the panel path beats the row-blocked kernel (AVX2), measured with
+// tpbatch_gemm_bench's crossover table on Zen 3, 1 and 2 threads, the 125M model's shapes:
+//   fp32, k = 768: equal at m ~ 48-96; k = 2048: panel wins from m = 32 (the row-blocked kernel
+//   re-reads the rows of x from L2 for every block of weight rows, which costs more as k grows);
+//   16-bit: the panel path also widens each weight once per call, so it wins later: m ~ 96 at
+//   k = 768, m ~ 64-96 at k = 2048.
+int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
-  return wtype == DType::F32 ? 48 : 48;
+  const bool deep = k > 1024;
+  if (wtype == DType::F32) return deep ? 32 : 64;
+  return deep ? 64 : 96;
 }
 
 void check_args(const GemmArgs& a) {
@@ -124,8 +130,7 @@ void reset_gemm_isa_for_testing() { g_isa_override.store(-1, std::memory_order_r
 
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k) {
   (void)n;
-  (void)k;
-  return m >= panel_min_rows(current_isa(), wtype) ? GemmPath::Panel : GemmPath::RowBlocked;
+  return m >= panel_min_rows(current_isa(), wtype, k) ? GemmPath::Panel : GemmPath::RowBlocked;
 }
 
 void gemm_nt(const float* x, const void* w, DType wtype, float* y, int64_t m, int64_t n, int64_t k) {

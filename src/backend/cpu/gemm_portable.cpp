@@ -11,17 +11,21 @@
 namespace tpbatch::cpu::detail {
 namespace {
 
-inline float widen_one(const void* w, DType wtype, int64_t idx) {
-  switch (wtype) {
-    case DType::BF16: {
-      const uint32_t u = uint32_t(static_cast<const uint16_t*>(w)[idx]) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(w)[idx]);
-    default: return static_cast<const float*>(w)[idx];
-  }
+inline float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Same arithmetic as tpbatch::f16_to_f32 (dtype.cpp), inline and branch-free so the widening
+// loop vectorises: the exponent is rebiased by a multiply, which also gets subnormals right.
+inline float f16_bits_to_f32(uint16_t h) {
+  float f = from_bits(uint32_t(h & 0x7fffu) << 13) * 0x1.0p112f;
+  uint32_t o;
+  std::memcpy(&o, &f, 4);
+  o |= f >= 65536.0f ? 255u << 23 : 0u;  // was inf / NaN
+  o |= uint32_t(h & 0x8000u) << 16;
+  return from_bits(o);
 }
 
 }  // namespace
@@ -32,8 +36,14 @@ void widen_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
     float* dst = out + r * a.k;
     if (a.wtype == DType::F32) {
       std::memcpy(dst, static_cast<const float*>(a.w) + base, size_t(a.k) * 4);
+    } else if (a.wtype == DType::BF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(a.w) + base;
+#pragma omp simd
+      for (int64_t kk = 0; kk < a.k; ++kk) dst[kk] = from_bits(uint32_t(src[kk]) << 16);
     } else {
-      for (int64_t kk = 0; kk < a.k; ++kk) dst[kk] = widen_one(a.w, a.wtype, base + kk);
+      const uint16_t* src = static_cast<const uint16_t*>(a.w) + base;
+#pragma omp simd
+      for (int64_t kk = 0; kk < a.k; ++kk) dst[kk] = f16_bits_to_f32(src[kk]);
     }
   }
 }
