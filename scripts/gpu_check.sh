@@ -323,18 +323,22 @@ if ((GPUS > 0)) && ! skipping speed; then
 fi
 
 # ---- running jobs --------------------------------------------------------------------------------
-PY_H5=""
-for cand in "python3" "/usr/bin/python3" "px python3" "px /usr/bin/python3"; do
-  # shellcheck disable=SC2086
-  if timeout 30 $cand -c 'import h5py, numpy' >/dev/null 2>&1; then
-    PY_H5=$cand
-    break
-  fi
+# The Python that reads the results: the machine's own (pip h5py bundles its HDF5), else one whose
+# h5py loads the prefix's libhdf5 (Debian's python3-h5py, in the rehearsal).
+PY_H5=()
+for with_prefix in 0 1; do
+  for py in python3 /usr/bin/python3; do
+    cmd=("$py")
+    ((with_prefix)) && cmd=("${PENV[@]}" "$py")
+    if timeout 30 "${cmd[@]}" -c 'import h5py, numpy' >/dev/null 2>&1; then
+      PY_H5=("${cmd[@]}")
+      break 2
+    fi
+  done
 done
-[[ -z "$PY_H5" ]] && row e2e "h5py" FAIL "no python3 with h5py and numpy: comparisons cannot run"
+((${#PY_H5[@]})) || row e2e "h5py" FAIL "no python3 with h5py and numpy: comparisons cannot run"
 compare() {  # compare A.h5 B.h5 -> "rows_same rows tok_same tok_total max_d first_diff" or empty
-  # shellcheck disable=SC2086
-  [[ -n "$PY_H5" ]] && timeout 60 $PY_H5 "$TOOLS" compare "$1" "$2" 2>>"$LOGS/compare.log"
+  ((${#PY_H5[@]})) && timeout 60 "${PY_H5[@]}" "$TOOLS" compare "$1" "$2" 2>>"$LOGS/compare.log"
 }
 
 # write_job FILE MODEL INPUT OUTPUT DEVICE [YAML lines...]
@@ -373,7 +377,7 @@ why_not() {
   msg=$(grep -m1 -E "tpbatch: error|error:" "$LOGS/$name.log" | sed 's/^.*error: //' | cut -c1-150)
   if ((rc == 124 || rc == 137)); then
     echo "FAIL|timed out ($(log_tail "$LOGS/$name.log" 1))"
-  elif grep -q -i -E "not run on the CUDA backend|without the CUDA backend|cuda.*(refus|not supported|not yet)" <<<"$msg"; then
+  elif grep -q -i -E "not run on the CUDA backend|without the CUDA backend|cuda.*(refus|not supported|not yet)|same GPU|share.* GPU|one GPU" <<<"$msg"; then
     echo "refused|$msg"
   else
     echo "FAIL|exit $rc: ${msg:-$(log_tail "$LOGS/$name.log" 2)}"
@@ -414,7 +418,8 @@ e2e_pair() {
     # Without a device: the CPU run is checked against itself once more (the comparison's plumbing).
     local self
     self=$(compare "$WORK/$tag-cpu.h5" "$WORK/$tag-cpu.h5")
-    row e2e "$label" "no device" "cpu run ok in ${cpu_s} s ($(inspect_field "$WORK/$tag-cpu.h5" tokens)); compare cpu-vs-cpu: ${self:-unavailable}"
+    [[ -n "$self" ]] && self=$(awk '{ printf "rows %s/%s, tokens %s/%s, max abs Δlogprob %s", $1, $2, $3, $4, $5 }' <<<"$self")
+    row e2e "$label" "no device" "cpu run ok in ${cpu_s} s ($(inspect_field "$WORK/$tag-cpu.h5" tokens)); the comparison on cpu vs itself: ${self:-unavailable}"
     return
   fi
   rc=0
@@ -436,7 +441,7 @@ e2e_pair() {
   python3 -c "import sys; sys.exit(0 if $rs == $rn and $md <= $tol else 1)" && verdict=pass
   [[ "$verdict" == FAIL ]] && python3 -c "import sys; sys.exit(0 if $ts >= 0.9 * $tn and $md <= $tol else 1)" &&
     [[ "$label" == *bf16* ]] && verdict="pass (bf16: ≥90% tokens)"
-  row e2e "$label cuda vs cpu" "$verdict" "tokens $ts/$tn identical, rows $rs/$rn, max|Δlogprob| $md (tol $tol), first diff $first; cuda $((SECONDS - t0)) s, cpu ${cpu_s} s"
+  row e2e "$label cuda vs cpu" "$verdict" "tokens $ts/$tn identical, rows $rs/$rn, max abs Δlogprob $md (tol $tol), first diff $first; cuda $((SECONDS - t0)) s, cpu ${cpu_s} s"
 }
 
 # ---- 3. end to end: CUDA vs the CPU backend ------------------------------------------------------
@@ -464,7 +469,41 @@ if ! skipping e2e; then
   fi
 fi
 
-# ---- 4. speed: an 8B-shaped bf16 model on the GPU ------------------------------------------------
+# ---- 4. NCCL: TP=2 on the one GPU vs TP=1 --------------------------------------------------------
+if ! skipping nccl; then
+  dev=cuda
+  if ((GPUS == 0)); then dev=cpu; fi
+  model=$M125
+  [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset 125m --dtype float32
+  python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
+  common=("dtype: float32" "sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
+  write_job "$WORK/tp1.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp1.h5" "$dev" "${common[@]}"
+  write_job "$WORK/tp2.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp2.h5" "$dev" "${common[@]}" "parallel:" "  tensor: 2"
+  label="TP=2 (2 ranks, 1 GPU, NCCL_HOSTID per rank) vs TP=1"
+  [[ "$dev" == cpu ]] && label="TP=2 via mpirun on cpu (MPI plumbing) vs TP=1"
+  rc=0
+  run_job tp1 90 1 "$WORK/tp1.yaml" || rc=$?
+  if ((rc != 0)); then
+    IFS='|' read -r res det <<<"$(why_not tp1 $rc)"
+    row nccl "TP=1 $dev" "$res" "$det"
+  else
+    rc=0
+    run_job tp2 120 2 "$WORK/tp2.yaml" || rc=$?
+    if ((rc != 0)); then
+      IFS='|' read -r res det <<<"$(why_not tp2 $rc)"
+      row nccl "$label" "$res" "$det"
+    else
+      r=$(compare "$WORK/tp2.h5" "$WORK/tp1.h5")
+      read -r rs rn ts tn md first <<<"${r:-x x x x x x}"
+      verdict=FAIL
+      [[ -n "$r" && "$rs" == "$rn" ]] && verdict=pass
+      row nccl "$label" "$verdict" "tokens $ts/$tn identical, max abs Δlogprob $md; $(grep -m1 -o 'tensor-parallel allreduce: [0-9]* calls' "$LOGS/tp2.log")"
+    fi
+  fi
+  ((GPUS == 0)) && row nccl "NCCL over 2 ranks on 1 GPU" "no device" "needs a GPU"
+fi
+
+# ---- 5. speed, last (it takes what is left of the budget): an 8B-shaped bf16 model on the GPU ----
 # speed_run NAME ROWS PROMPT NEW MAX_SEQS MAX_BATCH_TOKENS SECONDS: one CUDA job; sets RESULTS.
 SPEED_DEVICE=cuda
 speed_run() {
@@ -525,17 +564,17 @@ if ! skipping speed; then
         fi
         ratio=$(python3 -c "print('%.2fx' % ($tpot / $fl))" 2>/dev/null || echo "n/a")
         row speed "$SPEED_LABEL decode batch $b" "${tpot:-?} ms/step" \
-          "floor $fl ms (weights $((${wbytes:-0} / 1048576)) MiB + KV ${kvb:-?} B/token x $b x $((128 + new / 2)) at ${BW_GBS:-?} GB/s): ${ratio} the floor; $(inspect_field "$WORK/decode-b$b.h5" throughput)"
+          "floor $fl ms (weights $(awk -v b="${wbytes:-0}" 'BEGIN { printf "%.3g", b / 1e9 }') GB + KV ${kvb:-?} B/token x $b x $((128 + new / 2)) at ${BW_GBS:-?} GB/s): ${ratio} the floor; $(inspect_field "$WORK/decode-b$b.h5" throughput)"
       done
       if [[ "${res:-}" != refused ]]; then
         rc=0
         speed_run prefill 32 "$PREFILL_PLEN" 1 32 8192 120 || rc=$?
         if ((rc == 0)); then
-          read -r ptok wall <<<"$(px "$TPBATCH" inspect "$WORK/prefill.h5" | awk '/^tokens/ {p = $3} /^wall/ {w = $2} END {print p, w}')"
+          read -r ptok wall <<<"$(px "$TPBATCH" inspect "$WORK/prefill.h5" | awk '/^tokens/ {p = $3; gsub(/,/, "", p)} /^wall/ {w = $2} END {print p, w}')"
           fpt=$(python3 "$TOOLS" flops "$M8B" "$PREFILL_PLEN")
           row speed "$SPEED_LABEL prefill $PREFILL_PLEN-token prompts" \
             "$(python3 -c "print('%.0f tok/s' % ($ptok / $wall))" 2>/dev/null || echo '?')" \
-            "$(python3 -c "print('%.1f TFLOP/s' % ($ptok * $fpt / $wall / 1e12))" 2>/dev/null || echo '?') ($ptok prompt tokens in $wall s, 32 rows, max_batch_tokens 8192)"
+            "$(python3 -c "print('%.3g TFLOP/s' % ($ptok * $fpt / $wall / 1e12))" 2>/dev/null || echo '?') ($ptok prompt tokens in $wall s, 32 rows, max_batch_tokens 8192)"
         else
           IFS='|' read -r res det <<<"$(why_not prefill $rc)"
           row speed "$SPEED_LABEL prefill" "$res" "$det"
@@ -554,40 +593,6 @@ if ! skipping speed; then
       row speed "$SPEED_LABEL" FAIL "no model: $(log_tail "$LOGS/make-model-$(basename "$M8B").log" 2)"
     fi
   fi
-fi
-
-# ---- 5. NCCL: TP=2 on the one GPU vs TP=1 --------------------------------------------------------
-if ! skipping nccl; then
-  dev=cuda
-  if ((GPUS == 0)); then dev=cpu; fi
-  model=$M125
-  [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset 125m --dtype float32
-  python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
-  common=("dtype: float32" "sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
-  write_job "$WORK/tp1.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp1.h5" "$dev" "${common[@]}"
-  write_job "$WORK/tp2.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp2.h5" "$dev" "${common[@]}" "parallel:" "  tensor: 2"
-  label="TP=2 (2 ranks, 1 GPU, NCCL_HOSTID per rank) vs TP=1"
-  [[ "$dev" == cpu ]] && label="TP=2 via mpirun on cpu (MPI plumbing) vs TP=1"
-  rc=0
-  run_job tp1 90 1 "$WORK/tp1.yaml" || rc=$?
-  if ((rc != 0)); then
-    IFS='|' read -r res det <<<"$(why_not tp1 $rc)"
-    row nccl "TP=1 $dev" "$res" "$det"
-  else
-    rc=0
-    run_job tp2 120 2 "$WORK/tp2.yaml" || rc=$?
-    if ((rc != 0)); then
-      IFS='|' read -r res det <<<"$(why_not tp2 $rc)"
-      row nccl "$label" "$res" "$det"
-    else
-      r=$(compare "$WORK/tp2.h5" "$WORK/tp1.h5")
-      read -r rs rn ts tn md first <<<"${r:-x x x x x x}"
-      verdict=FAIL
-      [[ -n "$r" && "$rs" == "$rn" ]] && verdict=pass
-      row nccl "$label" "$verdict" "tokens $ts/$tn identical, max|Δlogprob| $md; $(grep -m1 -o 'tensor-parallel allreduce: [0-9]* calls' "$LOGS/tp2.log")"
-    fi
-  fi
-  ((GPUS == 0)) && row nccl "NCCL over 2 ranks on 1 GPU" "no device" "needs a GPU"
 fi
 
 ((${#CLEANUP[@]})) && rm -rf "${CLEANUP[@]}"
