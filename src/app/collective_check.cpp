@@ -4,8 +4,11 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
+#include "reliability/model_fingerprint.h"
+#include "reliability/watchdog.h"
 
 namespace tpbatch {
 
@@ -23,15 +26,53 @@ int collective_check(const std::function<void()>& fn) {
   }
   int rank = 0, worst = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  {
+    WatchedCall w("start-up check (MPI allreduce)");
+    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  }
   if (worst == 0) return 0;
   int reporter = code ? rank : INT32_MAX, first = 0;
-  MPI_Allreduce(&reporter, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  {
+    WatchedCall w("start-up check (MPI allreduce)");
+    MPI_Allreduce(&reporter, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
   if (rank == first) {
     std::fprintf(stderr, "tpbatch: error: %s\n", message.c_str());
     std::fflush(stderr);
   }
   return worst;
+}
+
+int check_ranks_agree(const std::string& effective_job, const std::string& model_fingerprint) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const uint64_t mine[2] = {fnv1a64(effective_job.data(), effective_job.size()),
+                            fnv1a64(model_fingerprint.data(), model_fingerprint.size())};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(size));
+  {
+    WatchedCall w("start-up check (MPI allgather)");
+    MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD);
+  }
+  std::string job_ranks, model_ranks;
+  for (int r = 1; r < size; ++r) {
+    if (all[2 * r] != all[0]) job_ranks += (job_ranks.empty() ? "" : ", ") + std::to_string(r);
+    if (all[2 * r + 1] != all[1]) model_ranks += (model_ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (job_ranks.empty() && model_ranks.empty()) return 0;
+  if (rank == 0) {
+    std::string msg = "the ranks do not run the same job:";
+    if (!job_ranks.empty())
+      msg += " the effective job (job file and --set options) of rank" + std::string(job_ranks.find(',') != std::string::npos ? "s " : " ") +
+             job_ranks + " differs from rank 0's;";
+    if (!model_ranks.empty())
+      msg += " the model folder seen by rank" + std::string(model_ranks.find(',') != std::string::npos ? "s " : " ") +
+             model_ranks + " differs from rank 0's (config, tokenizer or weights);";
+    msg += " start every rank with the same command line, job file and model";
+    std::fprintf(stderr, "tpbatch: error: %s\n", msg.c_str());
+    std::fflush(stderr);
+  }
+  return kExitBadJob;
 }
 
 }  // namespace tpbatch

@@ -126,13 +126,19 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   if (code) return finish(code);
   Backend& backend = *plane.backend;
   if (log) std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", backend.name().c_str(), plane.reason.c_str());
+  // The checkpoint's values and coverage, checked on its own: a rank failing inside the loading
+  // step below would leave its peers in the step's own collectives.
+  code = collective_check([&] {
+    const WeightStore weights = WeightStore::open(job.model);
+    check_weights_finite(weights, world_rank, world_size);
+    const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, cfg), cfg);
+    if (log && !unused.empty()) std::fprintf(stderr, "[tpbatch] warning: %s\n", unused.c_str());
+  });
+  if (code) return finish(code);
   std::optional<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;
   code = collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
-    check_weights_finite(weights, world_rank, world_size);
-    const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, cfg), cfg);
-    if (log && !unused.empty()) std::fprintf(stderr, "[tpbatch] warning: %s\n", unused.c_str());
     const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
     ShardPlacement place;
     place.tensor = topo.layout.tensor;

@@ -1,5 +1,6 @@
 #include "engine/row_dispatcher.h"
 
+#include <cstdio>
 #include <cstring>
 #include <list>
 
@@ -65,7 +66,7 @@ std::string probe_recv(MPI_Comm comm, int source, int tag, MPI_Status* status_ou
 class LocalWorkSource final : public WorkSource {
  public:
   explicit LocalWorkSource(RowDispatcher& d) : d_(d) {}
-  bool take(std::vector<WorkItem>& out, size_t max_items, bool) override { return d_.read_rows(out, max_items); }
+  bool take(std::vector<WorkItem>& out, size_t max_items, bool) override { return d_.read_rows(out, max_items, 0); }
   void submit(const RowResult& r) override { d_.record(r); }
   void poll() override { d_.serve(false); }
   void close() override {}
@@ -112,6 +113,13 @@ class RemoteWorkSource final : public WorkSource {
   }
 
   void close() override {
+    // A request still unanswered (the replica stopped early): take the answer, so rank 0 is not
+    // left sending to nobody; its rows come back to rank 0 as held by this replica.
+    if (requested_ && !exhausted_) {
+      std::vector<WorkItem> unused;
+      decode_work(probe_recv(control_, 0, kTagWork), unused);
+      requested_ = false;
+    }
     drain();
     char c = 0;
     MPI_Send(&c, 1, MPI_BYTE, 0, kTagDone, control_);
@@ -136,7 +144,8 @@ class RemoteWorkSource final : public WorkSource {
 
 RowDispatcher::RowDispatcher(const std::string& input_path, std::vector<uint8_t> done_rows, ResultWriter& writer,
                              Progress& progress, MPI_Comm control, int remote_replicas)
-    : reader_(input_path),
+    : input_path_(input_path),
+      reader_(input_path),
       done_(std::move(done_rows)),
       writer_(writer),
       progress_(progress),
@@ -144,24 +153,65 @@ RowDispatcher::RowDispatcher(const std::string& input_path, std::vector<uint8_t>
       remote_replicas_(remote_replicas),
       last_flush_(now_seconds()) {}
 
-bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items) {
+// The job's rows are the done_.size() rows counted when it started (the results file's num_rows).
+bool RowDispatcher::next_input_row(WorkItem& item) {
+  const int64_t rows = static_cast<int64_t>(done_.size());
   std::string line;
+  while (!input_done_) {
+    if (next_index_ >= rows) {
+      input_done_ = true;
+      if (reader_.next(line))
+        std::fprintf(stderr, "[tpbatch] warning: input file '%s' has more rows than the %lld it had when the job "
+                     "started (appended while it ran?): they are not part of this job\n",
+                     input_path_.c_str(), static_cast<long long>(rows));
+      break;
+    }
+    if (!reader_.next(line))
+      throw Error("input file '" + input_path_ + "' ends after " + std::to_string(next_index_) + " rows, but it had " +
+                  std::to_string(rows) + " when the job started: it was truncated or rewritten while the job ran "
+                  "(rows already done are kept; rerun the job on a stable input with output.if_exists: resume)");
+    const int64_t index = next_index_++;
+    if (done_[static_cast<size_t>(index)]) continue;  // resume: already done
+    item = WorkItem{index, std::move(line)};
+    return true;
+  }
+  return false;
+}
+
+bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int holder) {
   size_t taken = 0;
   if (stop_requested()) exhausted_ = true;  // graceful stop: hand out no more rows
   while (!exhausted_ && taken < max_items) {
-    if (!reader_.next(line)) {
+    WorkItem item;
+    if (!again_.empty()) {
+      item = std::move(again_.front());
+      again_.pop_front();
+    } else if (!next_input_row(item)) {
       exhausted_ = true;
       break;
     }
-    const int64_t index = next_index_++;
-    if (index < static_cast<int64_t>(done_.size()) && done_[index]) continue;  // resume: already done
-    out.push_back(WorkItem{index, line});
+    held_[holder][item.index] = item.line;
+    out.push_back(std::move(item));
     ++taken;
   }
   return !exhausted_;
 }
 
+void RowDispatcher::replica_done(int rank) {
+  ++remote_done_;
+  auto it = held_.find(rank);
+  if (it == held_.end() || it->second.empty()) return;
+  const size_t n = it->second.size();
+  for (auto& [index, line] : it->second) again_.push_back(WorkItem{index, std::move(line)});
+  held_.erase(it);
+  // Handed out again only if some replica will still ask (exhausted_: all were told "no more").
+  if (!stop_requested() && exhausted_ && remote_done_ < remote_replicas_) exhausted_ = false;
+  std::fprintf(stderr, "[tpbatch] warning: the replica led by rank %d ended with %zu rows unfinished (was it "
+               "signalled?): they are handed out again\n", rank, n);
+}
+
 void RowDispatcher::record(const RowResult& row) {
+  for (auto& [rank, rows] : held_) rows.erase(row.index);
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
   writer_.write(row);
   const double t = now_seconds();
@@ -182,13 +232,13 @@ void RowDispatcher::handle(const MPI_Status& st) {
     int32_t want = 0;
     std::memcpy(&want, buf.data(), std::min<size_t>(4, buf.size()));
     std::vector<WorkItem> items;
-    const bool more = read_rows(items, static_cast<size_t>(want));
+    const bool more = read_rows(items, static_cast<size_t>(want), st.MPI_SOURCE);
     const std::string m = encode_work(items, !more);
     MPI_Send(m.data(), static_cast<int>(m.size()), MPI_BYTE, st.MPI_SOURCE, kTagWork, control_);
   } else if (st.MPI_TAG == kTagResult) {
     record(deserialize_row_result(buf));
   } else if (st.MPI_TAG == kTagDone) {
-    ++remote_done_;
+    replica_done(st.MPI_SOURCE);
   }
 }
 

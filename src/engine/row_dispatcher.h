@@ -2,8 +2,16 @@
 // World rank 0's side of data parallelism: it streams the JSONL file, hands rows to replicas as
 // they ask for them (replica 0 directly, the others over MPI), and writes every result into the
 // one HDF5 file. Memory stays bounded: rows are read only when a replica asks for them.
+//
+// No row is lost silently: the dispatcher remembers which replica holds which rows until their
+// results arrive. A replica that ends while still holding rows (its leader was signalled: the OOM
+// killer, an admin) gets them handed out again to the replicas still running; rows nobody can take
+// any more stay not done, and run_job fails naming them. The input must stay as it was when the
+// job started: a file that ends early is an error naming it; rows appended later are not read.
 #include <mpi.h>
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +31,9 @@ class RowDispatcher {
   RowDispatcher(const std::string& input_path, std::vector<uint8_t> done_rows, ResultWriter& writer,
                 Progress& progress, MPI_Comm control, int remote_replicas);
 
-  // Next rows not yet done (resume skips finished ones); false when the input is exhausted.
-  bool read_rows(std::vector<WorkItem>& out, size_t max_items);
+  // Next rows not yet done (resume skips finished ones) for the replica led by world rank
+  // `holder`; false when nothing more will be handed out.
+  bool read_rows(std::vector<WorkItem>& out, size_t max_items, int holder = 0);
   void record(const RowResult& row);
   // Serves pending requests and results from other replicas; with wait, blocks for one message.
   void serve(bool wait);
@@ -32,6 +41,9 @@ class RowDispatcher {
 
  private:
   void handle(const MPI_Status& status);
+  void replica_done(int rank);
+  bool next_input_row(WorkItem& item);
+  std::string input_path_;
   JsonlReader reader_;
   std::vector<uint8_t> done_;
   ResultWriter& writer_;
@@ -39,8 +51,11 @@ class RowDispatcher {
   MPI_Comm control_;
   int remote_replicas_;
   int remote_done_ = 0;
-  bool exhausted_ = false;
+  bool exhausted_ = false;           // nothing more is handed out (input read, nothing to hand out again)
+  bool input_done_ = false;          // every input row was read
   int64_t next_index_ = 0;
+  std::map<int, std::map<int64_t, std::string>> held_;  // rank -> rows handed out, not yet returned
+  std::deque<WorkItem> again_;       // rows of replicas that ended without them: handed out first
   double last_flush_ = 0;
   int64_t unflushed_ = 0;
 };

@@ -2,254 +2,32 @@
 #include "io/result_writer.h"
 
 #include <hdf5.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <iomanip>
 #include <map>
-#include <ostream>
-#include <sstream>
 
 #include "common/error.h"
 #include "common/version.h"
+#include "io/output_lock.h"
+#include "io/resume_check.h"
+#include "io/results_hdf5.h"
+#include "reliability/model_fingerprint.h"
 
 namespace tpbatch {
 namespace {
 
+using namespace h5;
 namespace fs = std::filesystem;
 
 constexpr int64_t kFormatVersion = 1;
 constexpr hsize_t kChunkRows = 1024;
 constexpr size_t kBufferRows = 1024;
 constexpr double kFlushSeconds = 5.0;
-
-// ---- HDF5 plumbing -------------------------------------------------------------------------------
-
-void quiet_hdf5() {
-  static bool done = [] {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    return true;
-  }();
-  (void)done;
-}
-
-herr_t walk_cb(unsigned n, const H5E_error2_t* err, void* data) {
-  auto* s = static_cast<std::string*>(data);
-  if (n == 0 && err && err->desc) *s = err->desc;
-  return 0;
-}
-
-// The innermost message on HDF5's error stack (the most specific one), then clears the stack.
-std::string h5_detail() {
-  std::string s;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &s);
-  H5Eclear2(H5E_DEFAULT);
-  return s.empty() ? "HDF5 error" : s;
-}
-
-class H5Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  H5Handle() = default;
-  H5Handle(hid_t id, Closer c) : id_(id), close_(c) {}
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  H5Handle(H5Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
-  H5Handle& operator=(H5Handle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      id_ = o.id_, close_ = o.close_;
-      o.id_ = -1;
-    }
-    return *this;
-  }
-  ~H5Handle() { reset(); }
-  void reset() {
-    if (id_ >= 0 && close_) close_(id_);
-    id_ = -1;
-  }
-  hid_t get() const { return id_; }
-  hid_t release() {
-    hid_t id = id_;
-    id_ = -1;
-    return id;
-  }
-  operator hid_t() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-
- private:
-  hid_t id_ = -1;
-  Closer close_ = nullptr;
-};
-
-// Throws Error "<file>: <what>: <hdf5 detail>" when id/status is negative.
-hid_t check(hid_t id, const std::string& file, const std::string& what, int exit_code = kExitFailure) {
-  if (id < 0) throw Error("results file '" + file + "': " + what + ": " + h5_detail(), exit_code);
-  return id;
-}
-
-struct Types {
-  H5Handle str, vi32_file, vi32_mem, vf32_file, vf32_mem;
-  Types() {
-    str = H5Handle(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(str, H5T_VARIABLE);
-    H5Tset_cset(str, H5T_CSET_UTF8);
-    vi32_file = H5Handle(H5Tvlen_create(H5T_STD_I32LE), H5Tclose);
-    vi32_mem = H5Handle(H5Tvlen_create(H5T_NATIVE_INT32), H5Tclose);
-    vf32_file = H5Handle(H5Tvlen_create(H5T_IEEE_F32LE), H5Tclose);
-    vf32_mem = H5Handle(H5Tvlen_create(H5T_NATIVE_FLOAT), H5Tclose);
-  }
-};
-
-enum Ds { kId, kDone, kPrompt, kOutput, kText, kLogprobs, kLpSum, kGreedy, kFinish, kError, kNumDs };
-constexpr std::array<const char*, kNumDs> kDsNames = {"id",           "done",        "prompt_tokens", "output_tokens",
-                                                      "output_text",  "output_logprobs", "logprob_sum", "is_greedy",
-                                                      "finish_reason", "error"};
-
-hid_t file_type(const Types& t, int d) {
-  switch (d) {
-    case kDone: case kGreedy: return H5T_STD_U8LE;
-    case kPrompt: case kOutput: return t.vi32_file;
-    case kLogprobs: return t.vf32_file;
-    case kLpSum: return H5T_IEEE_F64LE;
-    default: return t.str;
-  }
-}
-
-hid_t mem_type(const Types& t, int d) {
-  switch (d) {
-    case kDone: case kGreedy: return H5T_NATIVE_UINT8;
-    case kPrompt: case kOutput: return t.vi32_mem;
-    case kLogprobs: return t.vf32_mem;
-    case kLpSum: return H5T_NATIVE_DOUBLE;
-    default: return t.str;
-  }
-}
-
-H5Handle file_access_plist() {
-  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-#if H5_VERSION_GE(1, 10, 7)
-  H5Pset_file_locking(fapl, true, true);  // lock, but work on file systems without locking
-#endif
-  return fapl;
-}
-
-// ---- attributes ------------------------------------------------------------------------------------
-
-void delete_attr(hid_t loc, const char* name) {
-  if (H5Aexists(loc, name) > 0) H5Adelete(loc, name);
-}
-
-void write_attr_raw(hid_t loc, const char* name, hid_t ftype, hid_t mtype, const void* v, const std::string& file) {
-  delete_attr(loc, name);
-  H5Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  H5Handle a(check(H5Acreate2(loc, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT), file,
-                   std::string("cannot create attribute '") + name + "'"),
-             H5Aclose);
-  check(H5Awrite(a, mtype, v), file, std::string("cannot write attribute '") + name + "'");
-}
-
-void write_attr(hid_t loc, const char* name, int64_t v, const std::string& file) {
-  write_attr_raw(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v, file);
-}
-void write_attr(hid_t loc, const char* name, double v, const std::string& file) {
-  write_attr_raw(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, file);
-}
-void write_attr_u8(hid_t loc, const char* name, uint8_t v, const std::string& file) {
-  write_attr_raw(loc, name, H5T_STD_U8LE, H5T_NATIVE_UINT8, &v, file);
-}
-void write_attr(hid_t loc, const char* name, const std::string& v, const Types& t, const std::string& file) {
-  const char* p = v.c_str();
-  write_attr_raw(loc, name, t.str, t.str, &p, file);
-}
-
-bool has_attr(hid_t loc, const char* name) { return H5Aexists(loc, name) > 0; }
-
-std::string read_attr_str(hid_t loc, const char* name, const std::string& file) {
-  H5Handle a(check(H5Aopen(loc, name, H5P_DEFAULT), file, std::string("no attribute '") + name + "'"), H5Aclose);
-  H5Handle ft(H5Aget_type(a), H5Tclose);
-  if (H5Tget_class(ft) != H5T_STRING) throw Error("results file '" + file + "': attribute '" + name + "' is not a string");
-  if (H5Tis_variable_str(ft) > 0) {
-    H5Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mt, H5T_VARIABLE);
-    H5Tset_cset(mt, H5Tget_cset(ft));
-    char* p = nullptr;
-    check(H5Aread(a, mt, &p), file, std::string("cannot read attribute '") + name + "'");
-    std::string s = p ? p : "";
-    H5free_memory(p);
-    return s;
-  }
-  size_t n = H5Tget_size(ft);
-  std::string s(n, '\0');
-  H5Handle mt(H5Tcopy(ft), H5Tclose);
-  check(H5Aread(a, mt, s.data()), file, std::string("cannot read attribute '") + name + "'");
-  s.resize(std::strlen(s.c_str()));
-  return s;
-}
-
-int64_t read_attr_int(hid_t loc, const char* name, const std::string& file) {
-  H5Handle a(check(H5Aopen(loc, name, H5P_DEFAULT), file, std::string("no attribute '") + name + "'"), H5Aclose);
-  int64_t v = 0;
-  check(H5Aread(a, H5T_NATIVE_INT64, &v), file, std::string("cannot read attribute '") + name + "'");
-  return v;
-}
-
-double read_attr_double(hid_t loc, const char* name, const std::string& file) {
-  H5Handle a(check(H5Aopen(loc, name, H5P_DEFAULT), file, std::string("no attribute '") + name + "'"), H5Aclose);
-  double v = 0;
-  check(H5Aread(a, H5T_NATIVE_DOUBLE, &v), file, std::string("cannot read attribute '") + name + "'");
-  return v;
-}
-
-// ---- job_yaml comparison for resume ------------------------------------------------------------------
-
-void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) flatten(kv.second, prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar(), out);
-  } else if (n.IsSequence()) {
-    YAML::Emitter e;
-    e << YAML::Flow << n;
-    out[prefix] = e.c_str();
-  } else if (n.IsScalar()) {
-    out[prefix] = n.Scalar();
-  } else {
-    out[prefix] = "~";
-  }
-}
-
-// Keys whose value may change between the first run and a resumed one: results do not depend on them.
-bool resume_may_differ(const std::string& key) {
-  return key.rfind("engine.", 0) == 0 || key.rfind("parallel.", 0) == 0 || key == "engine" || key == "parallel" ||
-         key == "output.if_exists" || key == "output.path";
-}
-
-// "" when equivalent, else what differs.
-std::string job_yaml_difference(const std::string& there, const std::string& here) {
-  std::map<std::string, std::string> a, b;
-  try {
-    flatten(YAML::Load(there), "", a);
-  } catch (const YAML::Exception&) {
-    return "its job_yaml attribute is not valid YAML";
-  }
-  try {
-    flatten(YAML::Load(here), "", b);
-  } catch (const YAML::Exception&) {
-    return "this job's YAML is not valid";
-  }
-  for (const auto& [k, v] : b) {
-    if (resume_may_differ(k)) continue;
-    auto it = a.find(k);
-    if (it == a.end()) return "'" + k + "' is " + v + " here and absent there";
-    if (it->second != v) return "'" + k + "' is " + it->second + " there and " + v + " here";
-  }
-  for (const auto& [k, v] : a)
-    if (!resume_may_differ(k) && !b.count(k)) return "'" + k + "' is " + v + " there and absent here";
-  return "";
-}
 
 // ---- strings -----------------------------------------------------------------------------------------
 
@@ -299,10 +77,11 @@ void sanitize_utf8(std::string& s) {
 
 class Hdf5ResultWriter final : public ResultWriter {
  public:
-  Hdf5ResultWriter(std::string path, const RunInfo& info) : path_(std::move(path)), info_(info) {}
+  Hdf5ResultWriter(std::string path, const RunInfo& info, OutputLock lock)
+      : lock_(std::move(lock)), path_(std::move(path)), info_(info) {}
 
   ~Hdf5ResultWriter() override {
-    if (!finished_ && file_.valid()) {
+    if (!finished_ && !failed_ && file_.valid()) {
       try {
         flush();
       } catch (...) {
@@ -311,9 +90,6 @@ class Hdf5ResultWriter final : public ResultWriter {
   }
 
   void create() {
-    std::error_code ec;
-    fs::path parent = fs::path(path_).parent_path();
-    if (!parent.empty()) fs::create_directories(parent, ec);
     H5Handle fapl = file_access_plist();
     file_ = H5Handle(check(H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path_, "cannot create the file"),
                      H5Fclose);
@@ -331,7 +107,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_attr(file_, "format_version", kFormatVersion, path_);
     write_run_attrs();
     done_.assign(static_cast<size_t>(num_rows_), 0);
-    check(H5Fflush(file_, H5F_SCOPE_LOCAL), path_, "cannot flush");
+    durable_flush();
   }
 
   void reopen() {
@@ -374,6 +150,13 @@ class Hdf5ResultWriter final : public ResultWriter {
         refuse("its input file had fingerprint " + there + ", the input now has " + info_.input_fingerprint +
                " (the input file changed)");
     }
+    if (has_attr(file_, "model_fingerprint") && !info_.model_fingerprint.empty()) {
+      const std::string diff =
+          model_fingerprint_difference(read_attr_str(file_, "model_fingerprint", path_), info_.model_fingerprint);
+      if (!diff.empty())
+        refuse("the model folder '" + info_.model + "' changed since the file was started (" + diff +
+               "): its rows would mix two models");
+    }
     num_rows_ = rows;
     for (int d = 0; d < kNumDs; ++d) {
       H5Handle sp(H5Dget_space(ds_[d]), H5Sclose);
@@ -389,16 +172,18 @@ class Hdf5ResultWriter final : public ResultWriter {
       check(H5Dread(ds_[kDone], H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, done_.data()), path_,
             "cannot read dataset '/done'");
     for (auto& v : done_) v = v ? 1 : 0;
+    verify_done_rows();
     // This run's settings (layout, engine) replace the previous run's.
     write_attr(file_, "job_yaml", info_.job_yaml, types_, path_);
     write_run_attrs();
-    check(H5Fflush(file_, H5F_SCOPE_LOCAL), path_, "cannot flush");
+    durable_flush();
   }
 
   const std::vector<uint8_t>& done_rows() const override { return done_; }
 
   void write(RowResult row) override {
     if (finished_) throw Error("results file '" + path_ + "': write after finish");
+    if (failed_) throw Error("results file '" + path_ + "': write after a failed flush");
     if (row.index < 0) throw Error("results file '" + path_ + "': negative row index " + std::to_string(row.index));
     sanitize_utf8(row.id);
     sanitize_utf8(row.output_text);
@@ -411,32 +196,47 @@ class Hdf5ResultWriter final : public ResultWriter {
       flush();
   }
 
+  // Durability order: the rows' data, then H5Fflush and fsync, and only then their `/done` flags,
+  // flushed and synced again. A crash or a full disk at any point leaves every row marked done with
+  // its data on the disk (HDF5 writes chunk data before its metadata cache, where the variable-length
+  // data lives, so one flush for both could put `/done` on disk before the rows it vouches for).
+  // After a failure the writer stops writing: rows not yet marked done are recomputed on resume.
   void flush() override {
-    if (!file_.valid()) return;
-    if (!buffer_.empty()) {
-      int64_t max_index = buffer_.rbegin()->first;
-      if (max_index >= num_rows_) extend(max_index + 1);
-      // Contiguous runs of indices, each written with one hyperslab per dataset.
-      std::vector<std::pair<int64_t, std::vector<const RowResult*>>> runs;
-      for (const auto& [idx, r] : buffer_) {
-        if (runs.empty() || runs.back().first + static_cast<int64_t>(runs.back().second.size()) != idx)
-          runs.push_back({idx, {}});
-        runs.back().second.push_back(&r);
+    if (!file_.valid() || failed_) return;
+    try {
+      if (!buffer_.empty()) {
+        int64_t max_index = buffer_.rbegin()->first;
+        if (max_index >= num_rows_) extend(max_index + 1);
+        // Contiguous runs of indices, each written with one hyperslab per dataset.
+        std::vector<std::pair<int64_t, std::vector<const RowResult*>>> runs;
+        for (const auto& [idx, r] : buffer_) {
+          if (runs.empty() || runs.back().first + static_cast<int64_t>(runs.back().second.size()) != idx)
+            runs.push_back({idx, {}});
+          runs.back().second.push_back(&r);
+        }
+        for (const auto& [start, rows] : runs) write_run_data(start, rows);
+        durable_flush();
+        for (const auto& [start, rows] : runs) {
+          std::vector<uint8_t> ones(rows.size(), 1);
+          write_slab(kDone, start, rows.size(), ones.data());
+        }
+        durable_flush();
+        for (const auto& [start, rows] : runs)
+          std::fill(done_.begin() + start, done_.begin() + start + static_cast<int64_t>(rows.size()), 1);
+        buffer_.clear();
+      } else {
+        durable_flush();
       }
-      for (const auto& [start, rows] : runs) write_run_data(start, rows);
-      for (const auto& [start, rows] : runs) {  // `/done` only after the rows' data
-        std::vector<uint8_t> ones(rows.size(), 1);
-        write_slab(kDone, start, rows.size(), ones.data());
-        std::fill(done_.begin() + start, done_.begin() + start + static_cast<int64_t>(rows.size()), 1);
-      }
-      buffer_.clear();
+    } catch (const Error&) {
+      failed_ = true;
+      throw;
     }
-    check(H5Fflush(file_, H5F_SCOPE_LOCAL), path_, "cannot flush");
     last_flush_ = std::chrono::steady_clock::now();
   }
 
   void finish(const RunMetrics& m) override {
     if (finished_) return;
+    if (failed_) throw Error("results file '" + path_ + "': not finished: an earlier write failed");
     flush();
     H5Handle g;
     if (H5Lexists(file_, "metrics", H5P_DEFAULT) > 0)
@@ -445,11 +245,24 @@ class Hdf5ResultWriter final : public ResultWriter {
       g = H5Handle(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path_,
                          "cannot create group '/metrics'"),
                    H5Gclose);
-    write_attr(g, "wall_seconds", m.wall_seconds, path_);
-    write_attr(g, "prompt_tokens", m.prompt_tokens, path_);
-    write_attr(g, "output_tokens", m.output_tokens, path_);
-    write_attr(g, "output_tokens_per_second", m.output_tokens_per_second, path_);
-    write_attr(g, "total_tokens_per_second", m.total_tokens_per_second, path_);
+    // Totals over every run that wrote this file (a resumed job's earlier runs included); the
+    // percentiles and the last_run_* figures are this run's.
+    auto prev_d = [&](const char* n) { return has_attr(g, n) ? read_attr_double(g, n, path_) : 0.0; };
+    auto prev_i = [&](const char* n) { return has_attr(g, n) ? read_attr_int(g, n, path_) : int64_t{0}; };
+    const double wall = prev_d("wall_seconds") + m.wall_seconds;
+    const int64_t prompt = prev_i("prompt_tokens") + m.prompt_tokens;
+    const int64_t output = prev_i("output_tokens") + m.output_tokens;
+    const int64_t runs = prev_i("runs") + 1;
+    write_attr(g, "runs", runs, path_);
+    write_attr(g, "wall_seconds", wall, path_);
+    write_attr(g, "prompt_tokens", prompt, path_);
+    write_attr(g, "output_tokens", output, path_);
+    write_attr(g, "output_tokens_per_second", wall > 0 ? static_cast<double>(output) / wall : 0.0, path_);
+    write_attr(g, "total_tokens_per_second", wall > 0 ? static_cast<double>(prompt + output) / wall : 0.0, path_);
+    write_attr(g, "last_run_wall_seconds", m.wall_seconds, path_);
+    write_attr(g, "last_run_prompt_tokens", m.prompt_tokens, path_);
+    write_attr(g, "last_run_output_tokens", m.output_tokens, path_);
+    write_attr(g, "last_run_output_tokens_per_second", m.output_tokens_per_second, path_);
     write_attr(g, "ttft_p50_seconds", m.ttft_p50, path_);
     write_attr(g, "ttft_p90_seconds", m.ttft_p90, path_);
     write_attr(g, "ttft_p99_seconds", m.ttft_p99, path_);
@@ -459,7 +272,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     g.reset();
     bool complete = std::all_of(done_.begin(), done_.end(), [](uint8_t v) { return v != 0; });
     write_attr_u8(file_, "complete", complete ? 1 : 0, path_);
-    check(H5Fflush(file_, H5F_SCOPE_LOCAL), path_, "cannot flush");
+    durable_flush();
     for (auto& d : ds_) d.reset();
     herr_t rc = H5Fclose(file_.release());
     finished_ = true;
@@ -478,7 +291,64 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_attr(file_, "data_parallel", info_.data_parallel, path_);
     write_attr(file_, "num_rows", num_rows_, path_);
     if (!info_.input_fingerprint.empty()) write_attr(file_, "input_fingerprint", info_.input_fingerprint, types_, path_);
+    if (!info_.model_fingerprint.empty()) write_attr(file_, "model_fingerprint", info_.model_fingerprint, types_, path_);
     write_attr_u8(file_, "complete", 0, path_);
+  }
+
+  // H5Fflush, then fsync: what HDF5 wrote is on the disk. Throws Error naming the file and why.
+  void durable_flush() {
+    check(H5Fflush(file_, H5F_SCOPE_LOCAL), path_, "cannot write to the disk (disk full?)");
+    if (const int err = lock_.sync())
+      throw Error("results file '" + path_ + "': cannot write to the disk: " + std::strerror(err));
+  }
+
+  // Resume keeps only rows whose data reads back: a row marked done must have a readable
+  // finish_reason that names how it ended (every written row has one). Others are recomputed.
+  void verify_done_rows() {
+    static const char* const kReasons[] = {"length", "eos", "stop", "scored", "error"};
+    int64_t dropped = 0, first = -1;
+    for (int64_t start = 0; start < num_rows_; start += static_cast<int64_t>(kChunkRows)) {
+      const int64_t count = std::min<int64_t>(static_cast<int64_t>(kChunkRows), num_rows_ - start);
+      if (std::none_of(done_.begin() + start, done_.begin() + start + count, [](uint8_t v) { return v; })) continue;
+      std::vector<char*> fin(static_cast<size_t>(count), nullptr);
+      std::vector<hvl_t> toks(static_cast<size_t>(count), hvl_t{0, nullptr});
+      hsize_t s = static_cast<hsize_t>(start), c = static_cast<hsize_t>(count);
+      H5Handle mspace(H5Screate_simple(1, &c, nullptr), H5Sclose);
+      auto read = [&](int d, void* buf) {
+        H5Handle fspace(H5Dget_space(ds_[d]), H5Sclose);
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &c, nullptr);
+        const bool ok = H5Dread(ds_[d], mem_type(types_, d), mspace, fspace, H5P_DEFAULT, buf) >= 0;
+        H5Eclear2(H5E_DEFAULT);
+        return ok;
+      };
+      bool ok = read(kFinish, fin.data());
+      if (ok) {  // the token lists must read back too (their heap objects reached the disk)
+        for (int d : {kPrompt, kOutput}) {
+          const bool read_ok = read(d, toks.data());
+          if (read_ok) H5Dvlen_reclaim(types_.vi32_mem, mspace, H5P_DEFAULT, toks.data());
+          std::fill(toks.begin(), toks.end(), hvl_t{0, nullptr});
+          ok = ok && read_ok;
+        }
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        uint8_t& d = done_[static_cast<size_t>(start + i)];
+        if (!d) continue;
+        const char* f = ok ? fin[static_cast<size_t>(i)] : nullptr;
+        const bool known = f && std::any_of(std::begin(kReasons), std::end(kReasons),
+                                            [&](const char* r) { return std::strcmp(f, r) == 0; });
+        if (!known) {
+          d = 0;
+          ++dropped;
+          if (first < 0) first = start + i;
+        }
+      }
+      H5Dvlen_reclaim(types_.str, mspace, H5P_DEFAULT, fin.data());
+    }
+    if (dropped)
+      std::fprintf(stderr,
+                   "[tpbatch] warning: results file '%s': %lld rows marked done do not read back (first: row %lld; "
+                   "an earlier run was cut off mid-write?): they are computed again\n",
+                   path_.c_str(), static_cast<long long>(dropped), static_cast<long long>(first));
   }
 
   void extend(int64_t rows) {
@@ -532,7 +402,8 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_slab(kGreedy, start, n, u8.data());
   }
 
-  H5Handle file_;  // first: destroyed last
+  OutputLock lock_;  // first: released after the file is closed
+  H5Handle file_;
   std::array<H5Handle, kNumDs> ds_;
   Types types_;
   std::string path_;
@@ -542,45 +413,22 @@ class Hdf5ResultWriter final : public ResultWriter {
   std::map<int64_t, RowResult> buffer_;
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
   bool finished_ = false;
+  bool failed_ = false;   // a flush failed: nothing more is written
 };
 
-// ---- inspect -------------------------------------------------------------------------------------------
-
-// Reads rows [start, start+count) of a vlen-string dataset.
-std::vector<std::string> read_strings(hid_t ds, hsize_t start, hsize_t count, const Types& t, const std::string& file,
-                                      const char* name) {
-  std::vector<char*> buf(count, nullptr);
-  H5Handle fspace(H5Dget_space(ds), H5Sclose);
-  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-  H5Handle mspace(H5Screate_simple(1, &count, nullptr), H5Sclose);
-  check(H5Dread(ds, t.str, mspace, fspace, H5P_DEFAULT, buf.data()), file, std::string("cannot read dataset '/") + name + "'");
-  std::vector<std::string> out(count);
-  for (hsize_t i = 0; i < count; ++i) out[i] = buf[i] ? buf[i] : "";
-  H5Dvlen_reclaim(t.str, mspace, H5P_DEFAULT, buf.data());
-  return out;
-}
-
-std::vector<size_t> read_vlen_lengths(hid_t ds, hsize_t start, hsize_t count, const Types& t, const std::string& file,
-                                      const char* name) {
-  std::vector<hvl_t> buf(count, hvl_t{0, nullptr});
-  H5Handle fspace(H5Dget_space(ds), H5Sclose);
-  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-  H5Handle mspace(H5Screate_simple(1, &count, nullptr), H5Sclose);
-  check(H5Dread(ds, t.vi32_mem, mspace, fspace, H5P_DEFAULT, buf.data()), file,
-        std::string("cannot read dataset '/") + name + "'");
-  std::vector<size_t> out(count);
-  for (hsize_t i = 0; i < count; ++i) out[i] = buf[i].len;
-  H5Dvlen_reclaim(t.vi32_mem, mspace, H5P_DEFAULT, buf.data());
-  return out;
-}
-
-std::string fmt(double v, int prec) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(prec) << v;
-  return s.str();
-}
-
 }  // namespace
+
+std::string describe_missing_rows(const std::vector<uint8_t>& done) {
+  int64_t missing = 0;
+  std::string lines;
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (done[i]) continue;
+    if (++missing <= 10) lines += (lines.empty() ? "" : ", ") + std::to_string(i + 1);
+  }
+  if (!missing) return "";
+  return std::to_string(missing) + (missing == 1 ? " row is" : " rows are") + " missing: input line" +
+         (missing == 1 ? " " : "s ") + lines + (missing > 10 ? ", ..." : "");
+}
 
 std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, const std::string& if_exists,
                                                  const RunInfo& info) {
@@ -592,7 +440,11 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, const 
   bool exists = fs::exists(path, ec);
   if (exists && fs::is_directory(path, ec)) throw JobError("output '" + path + "' is a folder");
   if (exists && if_exists == "fail") throw JobError("output '" + path + "' exists (output.if_exists: fail)");
-  auto w = std::make_unique<Hdf5ResultWriter>(path, info);
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  // Locked before anything touches the file: a job running on this output keeps its rows.
+  OutputLock lock = OutputLock::acquire(path);
+  auto w = std::make_unique<Hdf5ResultWriter>(path, info, std::move(lock));
   if (exists && if_exists == "resume")
     w->reopen();
   else
@@ -600,103 +452,5 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, const 
   return w;
 }
 
-void inspect_results(const std::string& path, std::ostream& out) {
-  quiet_hdf5();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw JobError("results file '" + path + "' not found");
-  htri_t is = H5Fis_hdf5(path.c_str());
-  H5Eclear2(H5E_DEFAULT);
-  if (is <= 0) throw JobError("'" + path + "' is not an HDF5 file");
-  H5Handle fapl = file_access_plist();
-  H5Handle f(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), path, "cannot open"), H5Fclose);
-  if (!has_attr(f, "format_version")) throw JobError("'" + path + "' is not a tpbatch results file");
-  Types t;
-  auto str_attr = [&](const char* n) { return has_attr(f, n) ? read_attr_str(f, n, path) : std::string("?"); };
-  auto int_attr = [&](const char* n) { return has_attr(f, n) ? read_attr_int(f, n, path) : int64_t{0}; };
-
-  const int64_t num_rows = int_attr("num_rows");
-  out << "results     " << path << "\n";
-  out << "tpbatch     " << str_attr("tpbatch_version") << " (format " << int_attr("format_version") << ")\n";
-  out << "model       " << str_attr("model") << "\n";
-  out << "task        " << str_attr("task") << "\n";
-  out << "layout      world " << int_attr("world_size") << " = tensor " << int_attr("tensor_parallel") << " x pipeline "
-      << int_attr("pipeline_parallel") << " x data " << int_attr("data_parallel") << "\n";
-
-  auto open_ds = [&](const char* n) {
-    return H5Handle(check(H5Dopen2(f, n, H5P_DEFAULT), path, std::string("no dataset '/") + n + "'"), H5Dclose);
-  };
-  H5Handle d_done = open_ds("done"), d_err = open_ds("error"), d_id = open_ds("id"), d_fin = open_ds("finish_reason"),
-           d_pt = open_ds("prompt_tokens"), d_ot = open_ds("output_tokens");
-  hsize_t n = 0;
-  {
-    H5Handle sp(H5Dget_space(d_done), H5Sclose);
-    H5Sget_simple_extent_dims(sp, &n, nullptr);
-  }
-  int64_t done = 0, errors = 0, prompt_tokens = 0, output_tokens = 0;
-  std::vector<std::string> first_errors;
-  std::map<std::string, int64_t> reasons;
-  const hsize_t step = 65536;
-  for (hsize_t start = 0; start < n; start += step) {
-    hsize_t count = std::min(step, n - start);
-    std::vector<uint8_t> dn(count);
-    {
-      H5Handle fs_(H5Dget_space(d_done), H5Sclose);
-      H5Sselect_hyperslab(fs_, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-      H5Handle ms(H5Screate_simple(1, &count, nullptr), H5Sclose);
-      check(H5Dread(d_done, H5T_NATIVE_UINT8, ms, fs_, H5P_DEFAULT, dn.data()), path, "cannot read dataset '/done'");
-    }
-    auto errs = read_strings(d_err, start, count, t, path, "error");
-    auto fins = read_strings(d_fin, start, count, t, path, "finish_reason");
-    auto pl = read_vlen_lengths(d_pt, start, count, t, path, "prompt_tokens");
-    auto ol = read_vlen_lengths(d_ot, start, count, t, path, "output_tokens");
-    std::vector<std::string> ids;
-    for (hsize_t i = 0; i < count; ++i) {
-      if (!dn[i]) continue;
-      ++done;
-      prompt_tokens += static_cast<int64_t>(pl[i]);
-      output_tokens += static_cast<int64_t>(ol[i]);
-      reasons[fins[i].empty() ? "(none)" : fins[i]]++;
-      if (!errs[i].empty()) {
-        ++errors;
-        if (first_errors.size() < 5) {
-          if (ids.empty()) ids = read_strings(d_id, start, count, t, path, "id");
-          first_errors.push_back("row " + std::to_string(start + i) + " (id " + ids[i] + "): " + errs[i]);
-        }
-      }
-    }
-  }
-  out << "rows        " << done << " / " << num_rows << " done";
-  if (num_rows > 0) out << " (" << fmt(100.0 * static_cast<double>(done) / static_cast<double>(num_rows), 1) << "%)";
-  out << "\n";
-  out << "complete    " << (int_attr("complete") ? "yes" : "no") << "\n";
-  out << "errors      " << errors << (errors == 1 ? " row" : " rows") << "\n";
-  for (const auto& e : first_errors) out << "  " << e << "\n";
-  if (errors > static_cast<int64_t>(first_errors.size()))
-    out << "  ... and " << (errors - static_cast<int64_t>(first_errors.size())) << " more\n";
-  out << "tokens      prompt " << prompt_tokens << ", output " << output_tokens << " (done rows)\n";
-  if (H5Lexists(f, "metrics", H5P_DEFAULT) > 0) {
-    H5Handle g(check(H5Gopen2(f, "metrics", H5P_DEFAULT), path, "cannot open group '/metrics'"), H5Gclose);
-    auto d = [&](const char* name) { return has_attr(g, name) ? read_attr_double(g, name, path) : 0.0; };
-    out << "wall        " << fmt(d("wall_seconds"), 2) << " s\n";
-    out << "throughput  " << fmt(d("output_tokens_per_second"), 1) << " output tokens/s, "
-        << fmt(d("total_tokens_per_second"), 1) << " total tokens/s\n";
-    if (d("ttft_p50_seconds") > 0)
-      out << "ttft        p50 " << fmt(d("ttft_p50_seconds"), 3) << " s, p90 " << fmt(d("ttft_p90_seconds"), 3)
-          << " s, p99 " << fmt(d("ttft_p99_seconds"), 3) << " s\n";
-    if (d("tpot_p50_seconds") > 0)
-      out << "tpot        p50 " << fmt(d("tpot_p50_seconds") * 1e3, 2) << " ms, p90 "
-          << fmt(d("tpot_p90_seconds") * 1e3, 2) << " ms, p99 " << fmt(d("tpot_p99_seconds") * 1e3, 2) << " ms\n";
-  } else {
-    out << "metrics     none yet (the run has not finished)\n";
-  }
-  out << "finish      ";
-  if (reasons.empty()) out << "-";
-  bool first = true;
-  for (const auto& [r, c] : reasons) {
-    out << (first ? "" : ", ") << r << " " << c;
-    first = false;
-  }
-  out << "\n";
-}
 
 }  // namespace tpbatch

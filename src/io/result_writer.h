@@ -1,7 +1,9 @@
 #pragma once
 // The results file (HDF5, serial, written by one rank). Layout: CONTRACT.md "Results file".
 // Rows are written at their input index as they complete, in buffered batches; `/done` is written
-// after a row's data, and the file is flushed regularly, so a killed job leaves a readable file.
+// only once a row's data is on the disk (flushed and fsynced), so a killed job or a full disk leaves
+// a file whose done rows are all readable. The writer locks the path before touching it (a second
+// job on the same output fails instead of truncating the first one's file); readers need no lock.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,9 +23,10 @@ struct RunInfo {              // root attributes
   int64_t data_parallel = 1;
   int64_t num_rows = 0;
   std::string input_fingerprint;   // size and hash of the input file: resume refuses a changed input
+  std::string model_fingerprint;   // model_fingerprint.h: resume refuses a changed model folder
 };
 
-struct RunMetrics {           // /metrics attributes
+struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file
   double wall_seconds = 0;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
@@ -37,18 +40,24 @@ class ResultWriter {
  public:
   // if_exists: "overwrite" truncates; "fail" throws Error(exit 2) naming the path and leaves the
   // file untouched; "resume" reopens an existing file (its done rows are reported by done_rows()),
-  // throwing Error(exit 2) if its job_yaml/model/task/num_rows differ from info's, unless absent.
+  // throwing Error(exit 2) if its job_yaml/model/task/num_rows or input/model fingerprints differ
+  // from info's, unless absent; done rows that do not read back are reported as not done.
+  // Any mode throws JobError (exit 2), before touching the file, when another job holds its lock.
   static std::unique_ptr<ResultWriter> open(const std::string& path, const std::string& if_exists,
                                             const RunInfo& info);
   virtual ~ResultWriter() = default;
 
   virtual const std::vector<uint8_t>& done_rows() const = 0;  // size num_rows
   virtual void write(RowResult row) = 0;      // buffered
-  virtual void flush() = 0;                   // writes buffered rows, then H5Fflush
+  virtual void flush() = 0;                   // writes buffered rows durably, then marks them done
   virtual void finish(const RunMetrics& metrics) = 0;  // flush, metrics, `complete`, close
 };
 
-// `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout.
+// "" when every row is done, else which rows are not: "3 rows are missing: input lines 5, 9, 12".
+std::string describe_missing_rows(const std::vector<uint8_t>& done);
+
+// `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout. Read-only, without
+// a lock: works on a running job's file (a snapshot of its last flush).
 void inspect_results(const std::string& path, std::ostream& out);
 
 }  // namespace tpbatch

@@ -60,13 +60,25 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* data, size_t f
   const uint64_t data_size = file_size - 8 - header_len;
 
   json header;
+  // The JSON parser keeps the last of duplicated keys: a tensor named twice would silently take
+  // the later entry. The callback sees every top-level key as it is read.
+  std::set<std::string> names_seen;
+  std::string duplicate;
+  const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && parsed.is_string() && duplicate.empty() &&
+        !names_seen.insert(parsed.get_ref<const std::string&>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
     const char* text = reinterpret_cast<const char*>(data + 8);
-    header = json::parse(text, text + header_len);
+    header = json::parse(text, text + header_len, on_event);
   } catch (const json::exception& e) {  // parse_error, or out_of_range: a number that overflows a double
     throw Error(label + ": header is not valid JSON: " + e.what());
   }
   if (!header.is_object()) throw Error(label + ": header is not a JSON object");
+  if (!duplicate.empty())
+    throw Error(label + ": tensor '" + duplicate + "' appears twice in the header (which copy is meant is unknowable)");
 
   std::vector<TensorInfo> out;
   out.reserve(header.size());

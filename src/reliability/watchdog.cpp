@@ -28,7 +28,7 @@ WatchedCall::~WatchedCall() {
 }
 
 Watchdog::Watchdog(double timeout, int rank) : timeout_(timeout), rank_(rank) {
-  if (timeout_ > 0) thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] { run(); });
 }
 
 Watchdog::~Watchdog() {
@@ -40,13 +40,14 @@ void Watchdog::run() {
   while (!quit_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const char* call = g_call.load();
-    if (!call) continue;
+    const double timeout = timeout_.load();
+    if (!call || timeout <= 0) continue;
     const double stalled = static_cast<double>(now_ns() - g_since_ns.load()) * 1e-9;
-    if (call == g_call.load() && stalled > timeout_) {
+    if (call == g_call.load() && stalled > timeout) {
       std::fprintf(stderr,
                    "tpbatch: rank %d: watchdog: stalled for %.0f s in %s (engine.watchdog_seconds = %.0f); a peer "
                    "rank is probably dead or stuck; ending the job\n",
-                   rank_, stalled, call, timeout_);
+                   rank_, stalled, call, timeout);
       std::fflush(stderr);
       _exit(1);
     }

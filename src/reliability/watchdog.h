@@ -11,13 +11,15 @@ namespace tpbatch {
 class Watchdog {
  public:
   Watchdog(double timeout_seconds, int world_rank);  // timeout <= 0: disabled
+  // Start-up runs under a default timeout; the job's engine.watchdog_seconds replaces it once read.
+  void set_timeout(double timeout_seconds) { timeout_.store(timeout_seconds); }
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
  private:
   void run();
-  double timeout_;
+  std::atomic<double> timeout_;
   int rank_;
   std::atomic<bool> quit_{false};
   std::thread thread_;

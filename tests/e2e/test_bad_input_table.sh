@@ -349,6 +349,53 @@ t out_resume_not_hdf5 2 "output 'out\.h5' exists but cannot be resumed: it is no
   'cmp out.h5 orig.h5'
 t out_parent_is_a_file 1 "results file 'f/out\.h5'" 'touch f; sed -i "s#path: out.h5#path: f/out.h5#" job.yaml'
 
+# ================================== issue 14: input, model and job cases =========================
+# The input must be a regular file (it is read more than once); a pipe or FIFO is refused at once.
+t input_fifo_refused 2 "input file 'fifo' is a pipe or FIFO: tpbatch needs a regular file" \
+  'mkfifo fifo; sed -i "s#path: in.jsonl#path: fifo#" job.yaml'
+t input_stdin_pipe_refused 2 "input file '/dev/stdin' is a pipe or FIFO" \
+  'sed -i "s#path: in.jsonl#path: /dev/stdin#" job.yaml' 'cat in.jsonl | "$TPBATCH" job.yaml'
+# Ids are stored exactly: a NUL inside one is an error row (it cannot be stored), never cut short.
+t id_with_nul_is_error_row 0 "row 0: error: input line 1: 'id' contains a NUL character" \
+  'printf "%s\n" "{\"id\": \"a\\u0000b\", \"prompt\": \"hi\"}" "{\"id\": \"a\\u0000c\", \"prompt\": \"hi\"}" >in.jsonl' '' \
+  'r=$(h5_rows); grep -q "row 1: error: input line 2" <<<"$r"'
+# Numbers the JSON parser turns into doubles keep the text they have in the input.
+t id_numbers_as_written 0 "rows 3" \
+  'printf "%s\n" "{\"id\": 18446744073709551616, \"prompt\": \"hi\"}" "{\"id\": 1.50, \"prompt\": \"hi\"}" "{\"id\": -7, \"prompt\": \"hi\"}" >in.jsonl' '' \
+  '"$PY" -c "
+import h5py
+ids = [x.decode() for x in h5py.File(\"out.h5\", \"r\")[\"id\"][:]]
+assert ids == [\"18446744073709551616\", \"1.50\", \"-7\"], ids"'
+# max_new_tokens = INT64_MAX: generation runs to the context length (it used to overflow to 0 tokens).
+t max_new_tokens_int64_max 0 "rows 2" \
+  'lines "{\"prompt\": \"a\", \"max_new_tokens\": 9223372036854775807, \"ignore_eos\": true}" "{\"prompt\": \"b\"}"' \
+  '"$TPBATCH" job.yaml --set sampling.max_new_tokens=9223372036854775807 --set sampling.ignore_eos=true' \
+  '"$PY" -c "
+import h5py
+f = h5py.File(\"out.h5\", \"r\")
+for i in range(2):
+    n = len(f[\"output_tokens\"][i]) + len(f[\"prompt_tokens\"][i])
+    assert f[\"finish_reason\"][i] == b\"length\" and n == 512, (i, f[\"finish_reason\"][i], n)"'
+# One NaN or Inf in any weight: an error naming the tensor and the element, on any layout.
+t st_nan_weight 1 "tensor 'model\.layers\.2\.mlp\.down_proj\.weight': element 5 is NaN" \
+  'st_edit "o = h[\"model.layers.2.mlp.down_proj.weight\"][\"data_offsets\"][0]; data = data[:o + 20] + struct.pack(\"<f\", float(\"nan\")) + data[o + 24:]"'
+t st_inf_weight_tp2 1 "tensor 'model\.norm\.weight': element 3 is Inf" \
+  'st_edit "o = h[\"model.norm.weight\"][\"data_offsets\"][0]; data = data[:o + 12] + struct.pack(\"<f\", float(\"-inf\")) + data[o + 16:]"' \
+  'mpi 2 job.yaml --set parallel.tensor=2'
+# A tensor named twice in the header (the JSON parser would keep the later copy): an error naming it.
+t st_duplicate_tensor_name 1 "tensor 'model\.norm\.weight' appears twice in the header" \
+  'st_edit "hb = json.dumps(h).encode(); e = json.dumps({\"model.norm.weight\": h[\"model.norm.weight\"]}).encode()[1:-1]; hb = hb[:-1] + b\", \" + e + b\"}\"; raw = struct.pack(\"<Q\", len(hb)) + hb + data"'
+# num_hidden_layers below the checkpoint's layers: the run goes on, with a warning naming them.
+t cfg_fewer_layers_than_checkpoint 0 "warning: 9 tensors of the checkpoint are not used: layer 4 \(config\.json num_hidden_layers = 4\): model\.layers\.4\.input_layernorm\.weight" \
+  'cfg_edit "j[\"num_hidden_layers\"] = 4"'
+# Resume after the weights were replaced in place: refused, naming the file that changed.
+t resume_after_weights_changed 2 "cannot be resumed: the model folder 'm' changed since the file was started \(model\.safetensors changed\)" \
+  '"$TPBATCH" job.yaml >/dev/null 2>&1; cp out.h5 orig.h5; st_edit "data = bytes([data[0] ^ 1]) + data[1:]"
+   sed -i "s/if_exists: overwrite/if_exists: resume/" job.yaml' '' 'cmp out.h5 orig.h5'
+# Ranks started with different --set options: exit 2 naming the rank, before any row is computed.
+t mpi_ranks_started_differently 2 "the effective job \(job file and --set options\) of rank 1 differs from rank 0" ':' \
+  'timeout 60 mpirun --oversubscribe --bind-to none -np 1 "$TPBATCH" job.yaml --set parallel.tensor=2 : -np 1 "$TPBATCH" job.yaml --set parallel.tensor=1'
+
 # ================================== every rank exits (mpirun) =====================================
 t mpi_bad_line_fail_np2 3 "input line 5: not valid JSON" \
   'for i in 1 2 3 4; do echo "{\"prompt\": \"row $i\"}"; done >in.jsonl; echo "{oops" >>in.jsonl

@@ -1,0 +1,19 @@
+#pragma once
+// The input as the job sees it at start: its row count and its fingerprint (for resume). The input
+// must be a regular file: the job reads it more than once (count, fingerprint, then the rows), which
+// a pipe or FIFO cannot give (a pipe would read as empty, a FIFO would block on the second open),
+// and resume needs the same bytes again. It must also not change while it is read here.
+#include <cstdint>
+#include <string>
+
+namespace tpbatch {
+
+struct InputSnapshot {
+  int64_t rows = 0;
+  std::string fingerprint;   // input_fingerprint(): "<bytes>:<hash>"
+};
+
+// Throws JobError (exit 2) for a path that is not a regular file, Error when it changes while read.
+InputSnapshot snapshot_input(const std::string& path);
+
+}  // namespace tpbatch
