@@ -112,7 +112,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
                                   " tokens; the model's context is " + std::to_string(max_pos)));
     return nullptr;
   }
-  s->max_len = std::min<int64_t>(s->prompt_len + row.sampling.max_new_tokens, max_pos);
+  s->max_len = s->prompt_len + std::min<int64_t>(row.sampling.max_new_tokens, max_pos - s->prompt_len);  // no overflow
   s->detokenizer = std::make_unique<IncrementalDetokenizer>(tok_, s->tokens);
   if (s->max_len <= s->prompt_len) {
     s->finish_reason = "length";

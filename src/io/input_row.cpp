@@ -133,6 +133,42 @@ bool is_blank_line(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+namespace {
+
+// The source text of the top-level number under `key` (the last one, as the parser keeps the last
+// of duplicated keys): the parser turns integers beyond 2^64 and decimals into doubles, whose dump
+// is not what the input says.
+std::string number_as_written(std::string_view line, const std::string& key) {
+  struct Sax : json::json_sax_t {
+    const std::string& wanted;
+    int depth = 0;
+    bool at_key = false;
+    std::string text;
+    explicit Sax(const std::string& k) : wanted(k) {}
+    bool value() { at_key = false; return true; }
+    bool null() override { return value(); }
+    bool boolean(bool) override { return value(); }
+    bool number_integer(number_integer_t) override { return value(); }
+    bool number_unsigned(number_unsigned_t) override { return value(); }
+    bool number_float(number_float_t, const string_t& s) override {
+      if (at_key) text = s;
+      return value();
+    }
+    bool string(string_t&) override { return value(); }
+    bool binary(binary_t&) override { return value(); }
+    bool start_object(std::size_t) override { ++depth; return value(); }
+    bool key(string_t& k) override { at_key = depth == 1 && k == wanted; return true; }
+    bool end_object() override { --depth; return value(); }
+    bool start_array(std::size_t) override { ++depth; return value(); }
+    bool end_array() override { --depth; return value(); }
+    bool parse_error(std::size_t, const std::string&, const json::exception&) override { return false; }
+  } sax(key);
+  json::sax_parse(line.begin(), line.end(), &sax);
+  return sax.text;
+}
+
+}  // namespace
+
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size) {
   LineContext ctx{index, std::to_string(index)};
   if (is_blank_line(line)) ctx.bad("empty line");
@@ -150,12 +186,17 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
   row.id = ctx.id;
   const InputSpec& in = job.input;
   if (auto it = obj.find(in.id_field); it != obj.end() && !it->is_null()) {
-    if (it->is_string())
+    if (it->is_string()) {
       row.id = it->get<std::string>();
-    else if (it->is_number())
+      if (row.id.find('\0') != std::string::npos)  // ids are stored as C strings: it would be cut
+        ctx.bad("'" + in.id_field + "' contains a NUL character (\\u0000), which the results file cannot store");
+    } else if (it->is_number_float()) {
+      row.id = number_as_written(line, in.id_field);  // 1.50, 1e3, 2^64 and beyond: as in the input
+    } else if (it->is_number()) {
       row.id = it->dump();
-    else
+    } else {
       ctx.bad("'" + in.id_field + "' must be a string or a number");
+    }
     ctx.id = row.id;
   }
 
