@@ -173,34 +173,34 @@ inline void gemv_block(const float* x, const unsigned char* w, int64_t ldwb, flo
   }
 }
 
-// All m rows of x against R weight rows, over the k slice [k0, k0 + len): blocks of kMB rows of
-// x, then the remainder. kMB = 3 with R = 4 keeps 12 accumulators + 3 x vectors + 1 weight
-// vector in the 16 ymm registers.
-// The first pass over the block prefetches the next block's slice (pf).
+template <DType WT, int R, bool PF>
+inline void rows_of_x(int mb, const float* x, int64_t ldx, const unsigned char* w, int64_t ldwb, float* y,
+                      int64_t ldy, int64_t len, bool acc, const unsigned char* pf) {
+  switch (mb) {
+    case 3: block<WT, R, 3, PF>(x, ldx, w, ldwb, y, ldy, len, acc, pf); break;
+    case 2: block<WT, R, 2, PF>(x, ldx, w, ldwb, y, ldy, len, acc, pf); break;
+    default: block<WT, R, 1, PF>(x, ldx, w, ldwb, y, ldy, len, acc, pf); break;
+  }
+}
+
+// All m rows of x against R weight rows, over the k slice [k0, k0 + len), in blocks of 3 rows
+// of x: R = 4 by 3 rows keeps 12 accumulators + 3 x vectors + 1 weight vector in the 16 ymm
+// registers. A remainder of 4 rows goes as 2 + 2 rather than 3 + 1 (a 1-row block does 4 FMAs
+// per 5 loads). The first pass over the block prefetches the next block's slice (pf).
 template <DType WT, int R>
 inline void row_block(const GemmArgs& a, const unsigned char* w, int64_t ldwb, int64_t j, int64_t k0, int64_t len,
                       const unsigned char* pf) {
-  constexpr int kMB = 3;
   const float* x = a.x + k0;
   float* y = a.y + j;
   const bool acc = k0 > 0;
-  int64_t i = 0;
-  if (a.m >= kMB) {
-    block<WT, R, kMB, true>(x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
-    i = kMB;
-  }
-  for (; i + kMB <= a.m; i += kMB) block<WT, R, kMB>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc);
-  const bool first = i == 0;
-  switch (a.m - i) {
-    case 2:
-      if (first) block<WT, R, 2, true>(x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
-      else block<WT, R, 2>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc);
-      break;
-    case 1:
-      if (first) block<WT, R, 1, true>(x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
-      else block<WT, R, 1>(x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc);
-      break;
-    default: break;
+  for (int64_t i = 0; i < a.m;) {
+    const int64_t rem = a.m - i;
+    const int mb = rem >= 3 && rem != 4 ? 3 : rem >= 2 ? 2 : 1;
+    if (i == 0)
+      rows_of_x<WT, R, true>(mb, x, a.ldx, w, ldwb, y, a.ldy, len, acc, pf);
+    else
+      rows_of_x<WT, R, false>(mb, x + i * a.ldx, a.ldx, w, ldwb, y + i * a.ldy, a.ldy, len, acc, nullptr);
+    i += mb;
   }
 }
 
