@@ -27,6 +27,8 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
   if (chosen == "cuda") {
 #ifdef TPBATCH_HAVE_CUDA
     plane.device = device_for_local_rank(topo.local_rank, mine);
+    // Two ranks of one TP group on one GPU: NCCL refuses it, and each would get half the memory.
+    check_tp_group_gpus(gather_group_gpus(topo.tp->comm(), topo.node_index, plane.device), shared_gpu_allowed_by_env());
     plane.backend = make_cuda_backend(plane.device);
     plane.tp = make_nccl_communicator(topo.tp->comm(), *plane.backend);
     plane.pp = make_nccl_communicator(topo.pp->comm(), *plane.backend);
