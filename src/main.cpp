@@ -3,6 +3,8 @@
 //   tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--json]
 //   tpbatch inspect RESULTS.h5
 //   tpbatch make-model DIR [--preset tiny|125m|8b ...]
+//   tpbatch export RESULTS.h5 --format openai|jsonl [--output FILE] [--input FILE.jsonl]
+//   tpbatch render-chat --template FILE --messages FILE.json [--bos-token T] [--eos-token T]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -11,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "app/export_command.h"
 #include "app/run_job.h"
 #include "backend/cpu/blas_core.h"
+#include "chat/render_chat_command.h"
 #include "common/error.h"
 #include "common/version.h"
 #include "io/result_writer.h"
@@ -28,7 +32,7 @@ int main(int argc, char** argv) {
 
   // `tpbatch JOB.yaml` is `tpbatch run JOB.yaml`.
   std::vector<std::string> args(argv + 1, argv + argc);
-  static const std::set<std::string> kCommands = {"run", "plan", "inspect", "make-model"};
+  static const std::set<std::string> kCommands = {"run", "plan", "inspect", "make-model", "render-chat", "export"};
   if (!args.empty() && !kCommands.count(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
 
   CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
@@ -83,6 +87,21 @@ int main(int argc, char** argv) {
   make->add_flag("--attention-bias", mm.attention_bias);
   make->add_option("--seed", mm.seed);
 
+  ExportOptions ex;
+  auto* export_cmd = app.add_subcommand("export", "write a results file as JSON lines (OpenAI Batch API output or plain)");
+  export_cmd->add_option("results", ex.results, "results file (HDF5)")->required();
+  export_cmd->add_option("--format", ex.format, "openai | jsonl")->check(CLI::IsMember({"openai", "jsonl"}))->capture_default_str();
+  export_cmd->add_option("--output,-o", ex.output, "output file (default: standard output)");
+  export_cmd->add_option("--input", ex.input, "the job's input file (default: input.path in the results file's job_yaml)");
+
+  RenderChatOptions rc;
+  auto* render_chat = app.add_subcommand("render-chat", "print a chat template's rendering of a message list");
+  render_chat->add_option("--template", rc.template_file, "Jinja chat template file")->required();
+  render_chat->add_option("--messages", rc.messages_file, "JSON list of {role, content} messages")->required();
+  render_chat->add_option("--bos-token", rc.bos_token, "the template's bos_token");
+  render_chat->add_option("--eos-token", rc.eos_token, "the template's eos_token");
+  render_chat->add_flag("--no-generation-prompt", rc.no_generation_prompt, "add_generation_prompt off");
+
   std::vector<char*> cargv{argv[0]};
   for (auto& a : args) cargv.push_back(a.data());
   try {
@@ -101,6 +120,8 @@ int main(int argc, char** argv) {
       inspect_results(results_path, std::cout);
       return kExitOk;
     }
+    if (*export_cmd) return run_export(ex, std::cout);
+    if (*render_chat) return run_render_chat(rc, std::cout);
     if (*make) {
       make_model(model_dir, mm);
       std::printf("wrote %s\n", model_dir.c_str());

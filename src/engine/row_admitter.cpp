@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <optional>
+#include <string_view>
 
 #include "common/error.h"
 #include "io/input_row.h"
@@ -44,6 +46,67 @@ RowResult to_result(const Sequence& s, bool logprobs) {
   return r;
 }
 
+namespace {
+
+// The length of the trailing whitespace of `text` as Python's str.rstrip() sees it (str.isspace:
+// ASCII whitespace, \x1c-\x1f, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028/9, U+202F, U+205F, U+3000).
+size_t trailing_whitespace_bytes(std::string_view text) {
+  size_t end = text.size();
+  for (;;) {
+    if (end == 0) return text.size();
+    const unsigned char c = static_cast<unsigned char>(text[end - 1]);
+    if (c < 0x80) {
+      if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) {
+        --end;
+        continue;
+      }
+      return text.size() - end;
+    }
+    size_t start = end - 1;  // back to the lead byte of the last character
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80 && end - start < 4) --start;
+    const std::string_view ch = text.substr(start, end - start);
+    static const std::string_view spaces[] = {
+        "\xC2\x85", "\xC2\xA0", "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82", "\xE2\x80\x83",
+        "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89",
+        "\xE2\x80\x8A", "\xE2\x80\xA8", "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
+    if (std::find(std::begin(spaces), std::end(spaces), ch) == std::end(spaces)) return text.size() - end;
+    end = start;
+  }
+}
+
+}  // namespace
+
+ScoreTokens lm_eval_score_tokens(const Tokenizer& tok, std::string_view context, std::string_view continuation,
+                                 bool add_bos) {
+  const size_t n_spaces = trailing_whitespace_bytes(context);
+  std::string cont;
+  if (n_spaces > 0) {  // the context's trailing whitespace belongs to the continuation
+    cont.assign(context.substr(context.size() - n_spaces));
+    context = context.substr(0, context.size() - n_spaces);
+  }
+  cont.append(continuation);
+  std::string whole(context);
+  whole += cont;
+  ScoreTokens out;
+  out.context = tok.encode(context, add_bos);
+  const std::vector<int32_t> whole_ids = tok.encode(whole, add_bos);
+  if (whole_ids.size() > out.context.size())
+    out.continuation.assign(whole_ids.begin() + static_cast<std::ptrdiff_t>(out.context.size()), whole_ids.end());
+  return out;
+}
+
+const chat::ChatTemplate* RowAdmitter::chat_template() {
+  if (!chat_loaded_) {
+    chat_loaded_ = true;
+    try {
+      chat_.emplace(chat::ChatTemplate::load(job_.model, job_.chat_template));
+    } catch (const Error& e) {
+      chat_error_ = e.what();
+    }
+  }
+  return chat_ ? &*chat_ : nullptr;
+}
+
 std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<RowResult>& immediate) {
   InputRow row;
   try {
@@ -61,22 +124,54 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
   s->sampling = row.sampling;
   s->eos_ids = cfg_.eos_token_ids;
   s->arrived = Clock::now();
-  s->tokens = row.tokens ? *row.tokens : tok_.encode(*row.text, true);
-  for (int32_t id : s->tokens)
-    if (id >= cfg_.vocab_size) {  // tokenizer.json has more tokens than the model's embedding
-      immediate.push_back(error_row(row.index, row.id, "input line " + std::to_string(item.index + 1) +
-                                    ": the tokenizer produced id " + std::to_string(id) +
-                                    ", outside the model's vocabulary of " + std::to_string(cfg_.vocab_size)));
+  const std::string line = "input line " + std::to_string(item.index + 1) + ": ";
+  std::optional<std::string> prompt_text = row.text;
+  bool add_bos = true;
+  if (row.messages_json) {  // the prompt is the chat template's rendering
+    const chat::ChatTemplate* t = chat_template();
+    if (!t) {
+      immediate.push_back(error_row(row.index, row.id, line + chat_error_));
       return nullptr;
     }
+    try {
+      prompt_text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true);
+    } catch (const chat::RaisedException& e) {
+      immediate.push_back(error_row(row.index, row.id, line + "the chat template refused the messages: " + e.what()));
+      return nullptr;
+    } catch (const chat::TemplateError& e) {
+      immediate.push_back(error_row(row.index, row.id, line + t->origin() + ": " + e.what()));
+      return nullptr;
+    }
+    // No double BOS: a template that writes bos_token itself gets no second one from the tokenizer.
+    add_bos = t->bos_token().empty() || prompt_text->rfind(t->bos_token(), 0) != 0;
+  }
+  const bool scoring = job_.task == "score";
+  const bool joint = scoring && row.completion && !row.tokens && job_.input.score_tokenization == "joint";
+  std::vector<int32_t> completion;
+  if (row.tokens) {
+    s->tokens = *row.tokens;
+  } else if (joint) {
+    ScoreTokens st = lm_eval_score_tokens(tok_, *prompt_text, *row.completion, add_bos);
+    s->tokens = std::move(st.context);
+    completion = std::move(st.continuation);
+  } else {
+    s->tokens = tok_.encode(*prompt_text, add_bos);
+  }
+  if (scoring && row.completion_tokens) completion = *row.completion_tokens;
+  if (scoring && row.completion && !joint) completion = tok_.encode(*row.completion, false);
+  for (const auto* ids : {&s->tokens, &completion})
+    for (int32_t id : *ids)
+      if (id >= cfg_.vocab_size) {  // tokenizer.json has more tokens than the model's embedding
+        immediate.push_back(error_row(row.index, row.id, line + "the tokenizer produced id " + std::to_string(id) +
+                                      ", outside the model's vocabulary of " + std::to_string(cfg_.vocab_size)));
+        return nullptr;
+      }
   s->prompt_len = static_cast<int64_t>(s->tokens.size());
   const int64_t max_pos = cfg_.max_position_embeddings;
-  const std::string line = "input line " + std::to_string(item.index + 1) + ": ";
-  if (job_.task == "score") {
+  if (scoring) {
     s->scoring = true;
-    if (row.completion) {
-      const std::vector<int32_t> c = tok_.encode(*row.completion, false);
-      s->tokens.insert(s->tokens.end(), c.begin(), c.end());
+    if (row.completion || row.completion_tokens) {
+      s->tokens.insert(s->tokens.end(), completion.begin(), completion.end());
       s->score_from = s->prompt_len;
       if (s->prompt_len == 0) {
         immediate.push_back(error_row(row.index, row.id, line + "the prompt is empty and the tokenizer adds no BOS, "

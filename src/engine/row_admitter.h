@@ -3,9 +3,12 @@
 // scheduler, or a finished RowResult right away (an error row, or a row with nothing to compute).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "engine/sequence.h"
 #include "engine/work_source.h"
 #include "io/row_result.h"
@@ -21,6 +24,18 @@ RowResult error_row(int64_t index, const std::string& id, const std::string& why
 // A finished (or failed) sequence as the writer stores it; logprobs: keep per-token logprobs.
 RowResult to_result(const Sequence& s, bool logprobs);
 
+// A score row's tokens the way lm-evaluation-harness makes them (HFLM._encode_pair): the
+// context's trailing whitespace moves to the front of the continuation, context + continuation is
+// encoded as one text, and the continuation's tokens are the ones after the context's own encoding
+// (so " Paris" after "... is" is the single token "▁Paris", as in the whole sentence). The model
+// reads context + continuation; the continuation tokens are scored.
+struct ScoreTokens {
+  std::vector<int32_t> context;       // encode(context, add_bos)
+  std::vector<int32_t> continuation;  // encode(context + continuation, add_bos)[len(context):]
+};
+ScoreTokens lm_eval_score_tokens(const Tokenizer& tok, std::string_view context, std::string_view continuation,
+                                 bool add_bos);
+
 // Turns an input line into a sequence, or an error row. Bad lines end the job under on_bad_line: fail.
 class RowAdmitter {
  public:
@@ -30,9 +45,16 @@ class RowAdmitter {
   std::unique_ptr<Sequence> admit(const WorkItem& item, std::vector<RowResult>& immediate);
 
  private:
+  // The chat template for "messages" rows, loaded at the first such row; nullptr (and
+  // chat_error_ says why) when the model has none or it does not parse.
+  const chat::ChatTemplate* chat_template();
+
   const JobSpec& job_;
   const Tokenizer& tok_;
   const ModelConfig& cfg_;
+  bool chat_loaded_ = false;
+  std::optional<chat::ChatTemplate> chat_;
+  std::string chat_error_;
 };
 
 }  // namespace tpbatch

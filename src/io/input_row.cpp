@@ -1,6 +1,7 @@
 // JSONL input: streaming reader, row counting and per-line parsing. See CONTRACT.md "Job file".
 #include "io/input_row.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -127,7 +128,130 @@ void apply_overrides(const json& obj, const LineContext& ctx, SamplingParams& s)
   }
 }
 
+// The row's token ids, each in [0, vocab_size) (vocab_size 0: any int32 >= 0).
+std::vector<int32_t> token_ids(const json& list, const std::string& field, const LineContext& ctx,
+                               int64_t vocab_size) {
+  std::vector<int32_t> tokens;
+  tokens.reserve(list.size());
+  for (const auto& t : list) {
+    int64_t id;
+    if (!as_int64(t, id)) {
+      if (t.is_number_integer()) ctx.bad("token id " + t.dump() + " out of range [0, " + std::to_string(vocab_size) + ")");
+      ctx.bad("'" + field + "' must be a list of integer token ids, got " + t.dump());
+    }
+    bool out = id < 0 || id > std::numeric_limits<int32_t>::max() || (vocab_size > 0 && id >= vocab_size);
+    if (out) {
+      std::string range = vocab_size > 0 ? "[0, " + std::to_string(vocab_size) + ")" : "[0, 2^31)";
+      ctx.bad("token id " + std::to_string(id) + " out of range " + range);
+    }
+    tokens.push_back(static_cast<int32_t>(id));
+  }
+  return tokens;
+}
+
+// OpenAI chat format: a non-empty list of {"role": string, "content": string, ...}. Other keys of
+// a message are kept: chat templates may read them.
+void check_messages(const json& m, const LineContext& ctx) {
+  if (!m.is_array()) ctx.bad("'messages' must be a list of {\"role\", \"content\"} objects");
+  if (m.empty()) ctx.bad("'messages' is empty");
+  for (size_t i = 0; i < m.size(); ++i) {
+    const std::string at = "'messages[" + std::to_string(i) + "]";
+    if (!m[i].is_object()) ctx.bad(at + "' must be an object with 'role' and 'content'");
+    auto role = m[i].find("role");
+    if (role == m[i].end() || !role->is_string()) ctx.bad(at + ".role' must be a string");
+    auto content = m[i].find("content");
+    if (content == m[i].end() || !content->is_string())
+      ctx.bad(at + ".content' must be a string (lists of content parts are not supported)");
+  }
+}
+
+// An OpenAI Batch API request line ({"custom_id", "method", "url", "body"}) as the plain row it
+// asks for: custom_id is the id, body.prompt (completions) or body.messages (chat) the prompt,
+// max_tokens / max_completion_tokens, temperature, top_p, seed and stop the overrides. body.model
+// is ignored (the job names the model); n: 1, stream: false and logprobs: false are accepted as
+// what the engine does anyway; other body keys are unknown keys.
+json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
+  const InputSpec& in = job.input;
+  const bool strict = in.unknown_keys == "error";
+  auto cid = req.find("custom_id");
+  if (!cid->is_string()) ctx.bad("'custom_id' must be a string");
+  ctx.id = cid->get<std::string>();
+  for (const auto& kv : req.items())
+    if (strict && kv.key() != "custom_id" && kv.key() != "method" && kv.key() != "url" && kv.key() != "body")
+      ctx.bad("unknown key '" + kv.key() + "' in an OpenAI batch request (custom_id, method, url, body; "
+              "input.unknown_keys: ignore skips it)");
+  if (auto m = req.find("method"); m != req.end() && !(m->is_string() && m->get<std::string>() == "POST"))
+    ctx.bad("'method' must be \"POST\"");
+  auto url_it = req.find("url");
+  if (url_it == req.end() || !url_it->is_string()) ctx.bad("field 'url' is missing (an OpenAI batch request)");
+  const std::string url = url_it->get<std::string>();
+  const bool chat = url == "/v1/chat/completions";
+  if (!chat && url != "/v1/completions")
+    ctx.bad("url '" + url + "' is not supported (only /v1/completions and /v1/chat/completions)");
+  if (job.task != "generate") ctx.bad("OpenAI batch requests need task: generate");
+  const json& body = req["body"];
+  if (!body.is_object()) ctx.bad("'body' must be an object");
+  json row = json::object();
+  row[in.id_field] = ctx.id;
+  for (const auto& kv : body.items()) {
+    const std::string& k = kv.key();
+    const json& v = kv.value();
+    if (k == "model" || v.is_null()) continue;
+    if (!chat && k == "prompt") {
+      if (v.is_array() && v.size() == 1 && v[0].is_string()) row[in.text_field] = v[0];
+      else if (v.is_string()) row[in.text_field] = v;
+      else ctx.bad("'body.prompt' must be a string (one prompt per request)");
+    } else if (chat && k == "messages") {
+      row["messages"] = v;
+    } else if (k == "max_tokens" || k == "max_completion_tokens") {
+      if (row.contains("max_new_tokens") && row["max_new_tokens"] != v)
+        ctx.bad("'body.max_tokens' and 'body.max_completion_tokens' differ");
+      row["max_new_tokens"] = v;
+    } else if (k == "temperature" || k == "top_p" || k == "seed" || k == "stop") {
+      row[k] = v;
+    } else if (k == "n" && v.is_number_integer() && v.get<int64_t>() == 1) {
+    } else if ((k == "stream" || k == "logprobs") && v.is_boolean() && !v.get<bool>()) {
+    } else if (strict) {
+      ctx.bad("unknown key 'body." + k + "' (this engine reads body." + (chat ? "messages" : "prompt") +
+              ", max_tokens, max_completion_tokens, temperature, top_p, seed, stop; input.unknown_keys: ignore "
+              "skips the others)");
+    }
+  }
+  if (chat && !row.contains("messages")) ctx.bad("field 'body.messages' is missing");
+  if (!chat && !row.contains(in.text_field)) ctx.bad("field 'body.prompt' is missing");
+  return row;
+}
+
+// Under input.unknown_keys: error, a key that no part of this job reads is an error, never dropped.
+void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ctx) {
+  const InputSpec& in = job.input;
+  std::vector<std::string> known = {in.id_field, in.text_field, "messages"};
+  if (in.tokens_field) known.push_back(*in.tokens_field);
+  if (job.task == "score") {
+    known.push_back(in.completion_field);
+    known.push_back("completion_tokens");
+  }
+  for (const auto& k : row_sampling_keys()) known.push_back(k);
+  for (const auto& kv : obj.items()) {
+    if (std::find(known.begin(), known.end(), kv.key()) != known.end()) continue;
+    std::string hint;
+    if (job.task != "score" && (kv.key() == in.completion_field || kv.key() == "completion_tokens"))
+      hint = "'" + kv.key() + "' is read only by task: score; ";
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    ctx.bad("unknown key '" + kv.key() + "' (" + hint + "this job reads: " + list +
+            "; input.unknown_keys: ignore skips keys it does not read)");
+  }
+}
+
 }  // namespace
+
+const std::vector<std::string>& row_sampling_keys() {
+  // Keep in step with apply_overrides (a per-line override missing here is rejected as unknown).
+  static const std::vector<std::string> keys = {"max_new_tokens", "temperature", "top_k", "top_p",
+                                                "seed", "stop", "ignore_eos"};
+  return keys;
+}
 
 bool is_blank_line(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
@@ -180,6 +304,8 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
     ctx.bad("not valid JSON (" + json_error_detail(e.what()) + ")");
   }
   if (!obj.is_object()) ctx.bad("not a JSON object");
+  const bool openai = obj.contains("custom_id") && obj.contains("body");
+  if (openai) obj = openai_request_to_row(obj, job, ctx);
 
   InputRow row;
   row.index = index;
@@ -201,29 +327,24 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
   }
 
   auto text_it = obj.find(in.text_field);
+  auto messages_it = obj.find("messages");
+  const bool has_messages = messages_it != obj.end() && !messages_it->is_null();
   if (in.tokens_field) {
     const std::string& tf = *in.tokens_field;
     auto it = obj.find(tf);
     if (it == obj.end()) ctx.bad("field '" + tf + "' is missing");
     if (!it->is_array()) ctx.bad("'" + tf + "' must be a list of token ids");
     if (it->empty()) ctx.bad("'" + tf + "' is empty");
-    std::vector<int32_t> tokens;
-    tokens.reserve(it->size());
-    for (const auto& t : *it) {
-      int64_t id;
-      if (!as_int64(t, id)) {
-        if (t.is_number_integer()) ctx.bad("token id " + t.dump() + " out of range [0, " + std::to_string(vocab_size) + ")");
-        ctx.bad("'" + tf + "' must be a list of integer token ids, got " + t.dump());
-      }
-      bool out = id < 0 || id > std::numeric_limits<int32_t>::max() || (vocab_size > 0 && id >= vocab_size);
-      if (out) {
-        std::string range = vocab_size > 0 ? "[0, " + std::to_string(vocab_size) + ")" : "[0, 2^31)";
-        ctx.bad("token id " + std::to_string(id) + " out of range " + range);
-      }
-      tokens.push_back(static_cast<int32_t>(id));
-    }
-    row.tokens = std::move(tokens);
+    if (has_messages) ctx.bad("a row has either '" + tf + "' or 'messages', not both");
+    row.tokens = token_ids(*it, tf, ctx, vocab_size);
     if (text_it != obj.end() && text_it->is_string()) row.text = text_it->get<std::string>();
+  } else if (has_messages) {
+    if (text_it != obj.end() && !text_it->is_null())
+      ctx.bad("a row has either '" + in.text_field + "' or 'messages', not both");
+    check_messages(*messages_it, ctx);
+    // Again in the line's own key order: a template's tojson must see the dicts as written.
+    const auto ordered = nlohmann::ordered_json::parse(line.begin(), line.end());
+    row.messages_json = (openai ? ordered["body"]["messages"] : ordered["messages"]).dump();
   } else {
     if (text_it == obj.end()) ctx.bad("field '" + in.text_field + "' is missing");
     if (!text_it->is_string()) ctx.bad("'" + in.text_field + "' must be a string");
@@ -235,7 +356,14 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
       if (!it->is_string()) ctx.bad("'" + in.completion_field + "' must be a string");
       row.completion = it->get<std::string>();
     }
+    if (auto it = obj.find("completion_tokens"); it != obj.end() && !it->is_null()) {
+      if (row.completion) ctx.bad("a row has either '" + in.completion_field + "' or 'completion_tokens', not both");
+      if (!it->is_array()) ctx.bad("'completion_tokens' must be a list of token ids");
+      row.completion_tokens = token_ids(*it, "completion_tokens", ctx, vocab_size);
+    }
   }
+
+  if (in.unknown_keys == "error") check_known_keys(obj, job, ctx);
 
   row.sampling = job.sampling;
   apply_overrides(obj, ctx, row.sampling);

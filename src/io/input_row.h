@@ -17,9 +17,15 @@ struct InputRow {
   std::string id;                              // id_field's value as text, else the line number
   std::optional<std::string> text;             // text_field
   std::optional<std::vector<int32_t>> tokens;  // tokens_field
-  std::optional<std::string> completion;       // score task
+  std::optional<std::string> messages_json;    // "messages" (OpenAI chat format), validated, as JSON text
+  std::optional<std::string> completion;       // score task: completion_field
+  std::optional<std::vector<int32_t>> completion_tokens;  // score task: "completion_tokens" (ids)
   SamplingParams sampling;                     // job defaults with this line's overrides applied
 };
+
+// The per-line sampling overrides a row may carry (each also a `sampling.` job key). A key that is
+// neither one of these nor a field the job reads is an error row unless input.unknown_keys: ignore.
+const std::vector<std::string>& row_sampling_keys();
 
 // Thrown for a line that cannot be used; what() names the line (1-based in messages) and reason.
 struct BadLine {
@@ -29,9 +35,10 @@ struct BadLine {
   const std::string& what() const { return reason; }
 };
 
-// Parses one line. Per-line overrides: max_new_tokens, temperature, top_k, top_p, seed, stop,
-// ignore_eos. Throws BadLine: not JSON, not an object, invalid UTF-8, missing/mistyped field,
-// bad override value, token id outside [0, vocab_size).
+// Parses one line. Per-line overrides: row_sampling_keys(). Fields: id_field, text_field (or
+// tokens_field, or "messages"), and for the score task completion_field or "completion_tokens".
+// Throws BadLine: not JSON, not an object, invalid UTF-8, missing/mistyped field, bad override
+// value, token id outside [0, vocab_size), a key the job does not read (input.unknown_keys: error).
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size);
 
 // Reads lines one by one; a final line without '\n' counts; blank lines at the end of the file do not

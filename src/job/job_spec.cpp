@@ -26,14 +26,15 @@ struct Section {
 };
 
 const std::vector<const char*>& top_scalars() {
-  static const std::vector<const char*> k = {"model", "dtype", "device", "task"};
+  static const std::vector<const char*> k = {"model", "dtype", "device", "task", "chat_template"};
   return k;
 }
 
 const std::vector<Section>& sections() {
   static const std::vector<Section> s = {
       {"parallel", {"tensor", "pipeline", "ranks_per_node"}},
-      {"input", {"path", "text_field", "tokens_field", "id_field", "completion_field", "on_bad_line"}},
+      {"input", {"path", "text_field", "tokens_field", "id_field", "completion_field", "on_bad_line", "unknown_keys",
+                 "score_tokenization"}},
       {"sampling", {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos"}},
       {"output", {"path", "if_exists", "logprobs"}},
       {"engine",
@@ -338,8 +339,11 @@ std::string emit_yaml(const JobSpec& j) {
   e << YAML::Key << "id_field" << YAML::Value << j.input.id_field;
   e << YAML::Key << "completion_field" << YAML::Value << j.input.completion_field;
   e << YAML::Key << "on_bad_line" << YAML::Value << j.input.on_bad_line;
+  e << YAML::Key << "unknown_keys" << YAML::Value << j.input.unknown_keys;
+  e << YAML::Key << "score_tokenization" << YAML::Value << j.input.score_tokenization;
   e << YAML::EndMap;
   e << YAML::Key << "task" << YAML::Value << j.task;
+  if (!j.chat_template.empty()) e << YAML::Key << "chat_template" << YAML::Value << j.chat_template;
   const SamplingParams& s = j.sampling;
   e << YAML::Key << "sampling" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "max_new_tokens" << YAML::Value << s.max_new_tokens;
@@ -459,6 +463,9 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
     j.input.tokens_field = tokens_field;
   }
   p.get_choice(root, "input.on_bad_line", {"record", "fail"}, j.input.on_bad_line);
+  p.get_choice(root, "input.unknown_keys", {"error", "ignore"}, j.input.unknown_keys);
+  p.get_choice(root, "input.score_tokenization", {"joint", "separate"}, j.input.score_tokenization);
+  p.get_string(root, "chat_template", j.chat_template);
 
   SamplingParams& s = j.sampling;
   p.get_int(root, "sampling.max_new_tokens", 0, s.max_new_tokens);
@@ -506,6 +513,14 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
     if (!fs::exists(j.input.path, ec))
       p.fail("input.path", "input file '" + given + "' not found" + (fs::path(given).is_absolute() ? "" : where));
     if (fs::is_directory(j.input.path, ec)) p.fail("input.path", "input file '" + given + "' is a folder");
+  }
+
+  if (!j.chat_template.empty()) {
+    std::string given = j.chat_template;
+    j.chat_template = resolve(given, job_dir);
+    if (!fs::is_regular_file(j.chat_template, ec))
+      p.fail("chat_template", "chat template file '" + given + "' not found" +
+                                  (fs::path(given).is_absolute() ? "" : where));
   }
 
   j.effective_yaml = emit_yaml(j);

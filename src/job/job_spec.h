@@ -23,6 +23,8 @@ struct InputSpec {
   std::string id_field = "id";
   std::string completion_field = "completion";
   std::string on_bad_line = "record";  // record | fail
+  std::string unknown_keys = "error";  // error (an error row naming the key) | ignore
+  std::string score_tokenization = "joint";  // joint (lm-eval: encode prompt + completion) | separate
 };
 
 struct OutputSpec {
@@ -55,6 +57,7 @@ struct JobSpec {
   ParallelSpec parallel;
   InputSpec input;
   std::string task = "generate";       // generate | score
+  std::string chat_template;           // a file holding a Jinja chat template; empty = tokenizer_config.json's
   SamplingParams sampling;
   OutputSpec output;
   EngineSpec engine;

@@ -4,8 +4,8 @@ and raise_exception global), for every message list in chat_messages.json.
 
 usage: chat_template_reference.py TEMPLATES_DIR MESSAGES.json OUT_DIR
 Writes OUT_DIR/<template>__<case>.txt (the rendering) or .raise (the template raised), and
-OUT_DIR/<case>.json (the messages), and prints one "<template> <case> <bos> <eos> <gen>" line
-per rendering for the shell script to replay through tpbatch render-chat.
+OUT_DIR/<case>.json (the messages), and prints one unit-separator (0x1f) separated "<template> <case> <gen> <bos>
+<eos>" line per rendering for the shell script to replay through tpbatch render-chat.
 """
 import json
 import os
@@ -49,7 +49,7 @@ def main():
                 except jinja2.exceptions.TemplateError as e:
                     with open(stem + ".raise", "w", encoding="utf-8") as f:
                         f.write(str(e))
-                print(name, case, int(gen))
+                print(name, case, int(gen), bos, eos, sep="\x1f")
 
 
 if __name__ == "__main__":

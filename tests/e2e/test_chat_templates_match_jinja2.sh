@@ -11,10 +11,8 @@ fi
 DATA="$HERE/../data/chat_templates"
 "$PY" "$HERE/chat_template_reference.py" "$DATA" "$HERE/chat_messages.json" "$WORK" >"$WORK/cases.txt"
 n=0 raised=0
-while read -r name case gen; do
+while IFS=$'\x1f' read -r name case gen bos eos; do
   stem="$WORK/${name}__${case}__${gen}"
-  bos=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]['bos_token'] or '')" "$DATA/templates.json" "$name")
-  eos=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]['eos_token'] or '')" "$DATA/templates.json" "$name")
   flags=()
   [ "$gen" = 0 ] && flags+=(--no-generation-prompt)
   set +e

@@ -1,0 +1,227 @@
+#include "app/export_command.h"
+
+#include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "common/error.h"
+#include "io/input_row.h"
+#include "io/results_hdf5.h"
+
+namespace tpbatch {
+namespace {
+
+using namespace h5;
+using ojson = nlohmann::ordered_json;
+
+// Reads rows [start, start+count) of the results file's datasets.
+class RowsReader {
+ public:
+  RowsReader(hid_t file, const std::string& path) : f_(file), path_(path) {
+    for (int d = 0; d < kNumDs; ++d)
+      ds_[d] = H5Handle(check(H5Dopen2(f_, kDsNames[d], H5P_DEFAULT), path_, std::string("no dataset '/") + kDsNames[d] + "'"),
+                        H5Dclose);
+    H5Handle sp(H5Dget_space(ds_[kDone]), H5Sclose);
+    H5Sget_simple_extent_dims(sp, &rows_, nullptr);
+  }
+  hsize_t rows() const { return rows_; }
+
+  std::vector<std::string> strings(int d, hsize_t start, hsize_t count) {
+    std::vector<char*> buf(count, nullptr);
+    Sel s(ds_[d], start, count);
+    check(H5Dread(ds_[d], t_.str, s.m, s.f, H5P_DEFAULT, buf.data()), path_, what(d));
+    std::vector<std::string> out(count);
+    for (hsize_t i = 0; i < count; ++i) out[i] = buf[i] ? buf[i] : "";
+    H5Dvlen_reclaim(t_.str, s.m, H5P_DEFAULT, buf.data());
+    return out;
+  }
+  template <typename T>
+  std::vector<std::vector<T>> vlen(int d, hsize_t start, hsize_t count, hid_t mem) {
+    std::vector<hvl_t> buf(count, hvl_t{0, nullptr});
+    Sel s(ds_[d], start, count);
+    check(H5Dread(ds_[d], mem, s.m, s.f, H5P_DEFAULT, buf.data()), path_, what(d));
+    std::vector<std::vector<T>> out(count);
+    for (hsize_t i = 0; i < count; ++i) {
+      const T* p = static_cast<const T*>(buf[i].p);
+      out[i].assign(p, p + buf[i].len);
+    }
+    H5Dvlen_reclaim(mem, s.m, H5P_DEFAULT, buf.data());
+    return out;
+  }
+  template <typename T>
+  std::vector<T> scalars(int d, hsize_t start, hsize_t count, hid_t mem) {
+    std::vector<T> out(count);
+    Sel s(ds_[d], start, count);
+    check(H5Dread(ds_[d], mem, s.m, s.f, H5P_DEFAULT, out.data()), path_, what(d));
+    return out;
+  }
+  const Types& types() const { return t_; }
+
+ private:
+  struct Sel {
+    H5Handle f, m;
+    Sel(hid_t ds, hsize_t start, hsize_t count)
+        : f(H5Dget_space(ds), H5Sclose), m(H5Screate_simple(1, &count, nullptr), H5Sclose) {
+      H5Sselect_hyperslab(f, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    }
+  };
+  std::string what(int d) const { return std::string("cannot read dataset '/") + kDsNames[d] + "'"; }
+  hid_t f_;
+  std::string path_;
+  Types t_;
+  H5Handle ds_[kNumDs];
+  hsize_t rows_ = 0;
+};
+
+// What the OpenAI output needs from an input line: its url and body.model.
+struct RequestInfo {
+  bool chat = false;
+  std::string model;
+};
+
+RequestInfo request_info(const std::string& line) {
+  RequestInfo r;
+  try {
+    const auto j = nlohmann::json::parse(line);
+    if (j.is_object()) {
+      if (auto u = j.find("url"); u != j.end() && u->is_string()) r.chat = u->get<std::string>() == "/v1/chat/completions";
+      if (auto b = j.find("body"); b != j.end() && b->is_object())
+        if (auto m = b->find("model"); m != b->end() && m->is_string()) r.model = m->get<std::string>();
+      if (j.contains("messages")) r.chat = true;
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return r;
+}
+
+std::string openai_finish_reason(const std::string& f) { return f == "eos" || f == "stop" ? "stop" : f; }
+
+}  // namespace
+
+int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
+  quiet_hdf5();
+  std::error_code ec;
+  if (!std::filesystem::exists(o.results, ec)) throw JobError("results file '" + o.results + "' not found");
+  htri_t is = H5Fis_hdf5(o.results.c_str());
+  H5Eclear2(H5E_DEFAULT);
+  if (is <= 0) throw JobError("'" + o.results + "' is not an HDF5 file");
+  H5Handle fapl = file_access_plist();
+  H5Handle f(check(H5Fopen(o.results.c_str(), H5F_ACC_RDONLY, fapl), o.results, "cannot open"), H5Fclose);
+  if (!has_attr(f, "format_version")) throw JobError("'" + o.results + "' is not a tpbatch results file");
+  const std::string task = has_attr(f, "task") ? read_attr_str(f, "task", o.results) : "generate";
+  const std::string model = has_attr(f, "model") ? read_attr_str(f, "model", o.results) : "";
+  const bool openai = o.format == "openai";
+  if (openai && task != "generate")
+    throw JobError("--format openai needs the results of a generate job; '" + o.results + "' is task: " + task);
+
+  std::optional<JsonlReader> input;
+  if (openai) {
+    std::string in_path = o.input;
+    if (in_path.empty() && has_attr(f, "job_yaml")) {
+      try {
+        const YAML::Node y = YAML::Load(read_attr_str(f, "job_yaml", o.results));
+        if (y["input"] && y["input"]["path"]) in_path = y["input"]["path"].as<std::string>();
+      } catch (const YAML::Exception&) {
+      }
+    }
+    if (in_path.empty()) throw JobError("'" + o.results + "' does not name its input file: give --input FILE.jsonl");
+    input.emplace(in_path);
+  }
+
+  std::ofstream file_out;
+  if (!o.output.empty()) {
+    file_out.open(o.output, std::ios::binary | std::ios::trunc);
+    if (!file_out) throw JobError("cannot write '" + o.output + "'");
+  }
+  std::ostream& out = o.output.empty() ? stdout_stream : file_out;
+  // A stable "created" for every body: the results file's modification time.
+  struct stat st {};
+  const int64_t created = ::stat(o.results.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : 0;
+  const std::string model_name = std::filesystem::path(model).filename().string();
+
+  RowsReader r(f, o.results);
+  const Types& t = r.types();
+  const hsize_t step = 1024;
+  std::string line;
+  for (hsize_t start = 0; start < r.rows(); start += step) {
+    const hsize_t count = std::min(step, r.rows() - start);
+    const auto ids = r.strings(kId, start, count);
+    const auto done = r.scalars<uint8_t>(kDone, start, count, H5T_NATIVE_UINT8);
+    const auto fin = r.strings(kFinish, start, count);
+    const auto err = r.strings(kError, start, count);
+    const auto text = r.strings(kText, start, count);
+    const auto pt = r.vlen<int32_t>(kPrompt, start, count, t.vi32_mem);
+    const auto ot = r.vlen<int32_t>(kOutput, start, count, t.vi32_mem);
+    std::vector<std::vector<float>> lp;
+    std::vector<double> lps;
+    std::vector<uint8_t> greedy;
+    if (!openai) {
+      lp = r.vlen<float>(kLogprobs, start, count, t.vf32_mem);
+      lps = r.scalars<double>(kLpSum, start, count, H5T_NATIVE_DOUBLE);
+      greedy = r.scalars<uint8_t>(kGreedy, start, count, H5T_NATIVE_UINT8);
+    }
+    for (hsize_t i = 0; i < count; ++i) {
+      const int64_t row = static_cast<int64_t>(start + i);
+      ojson j;
+      if (!openai) {
+        j["id"] = ids[i];
+        j["done"] = done[i] != 0;
+        j["finish_reason"] = fin[i];
+        j["error"] = err[i];
+        j["prompt_tokens"] = pt[i];
+        j["output_tokens"] = ot[i];
+        j["output_text"] = text[i];
+        j["output_logprobs"] = lp[i];
+        j["logprob_sum"] = lps[i];
+        j["is_greedy"] = greedy[i] != 0;
+        out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        continue;
+      }
+      RequestInfo req;
+      if (input->next(line)) req = request_info(line);
+      const std::string n = std::to_string(row);
+      j["id"] = "batch_req_" + n;
+      j["custom_id"] = ids[i];
+      if (!done[i]) {
+        j["response"] = nullptr;
+        j["error"] = {{"code", "not_computed"},
+                      {"message", "the job did not finish this row (run it again with output.if_exists: resume)"}};
+      } else if (fin[i] == "error") {
+        j["response"] = {{"status_code", 400},
+                         {"request_id", "req_" + n},
+                         {"body", {{"error", {{"message", err[i]}, {"type", "invalid_request_error"},
+                                              {"param", nullptr}, {"code", nullptr}}}}}};
+        j["error"] = nullptr;
+      } else {
+        ojson choice;
+        choice["index"] = 0;
+        if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", text[i]}};
+        else choice["text"] = text[i];
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = openai_finish_reason(fin[i]);
+        ojson body;
+        body["id"] = (req.chat ? "chatcmpl-" : "cmpl-") + n;
+        body["object"] = req.chat ? "chat.completion" : "text_completion";
+        body["created"] = created;
+        body["model"] = req.model.empty() ? model_name : req.model;
+        body["choices"] = ojson::array({choice});
+        body["usage"] = {{"prompt_tokens", pt[i].size()},
+                         {"completion_tokens", ot[i].size()},
+                         {"total_tokens", pt[i].size() + ot[i].size()}};
+        j["response"] = {{"status_code", 200}, {"request_id", "req_" + n}, {"body", body}};
+        j["error"] = nullptr;
+      }
+      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    }
+  }
+  out.flush();
+  if (!out) throw Error("writing the export failed" + (o.output.empty() ? std::string() : " ('" + o.output + "')"));
+  return kExitOk;
+}
+
+}  // namespace tpbatch
