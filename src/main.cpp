@@ -1,6 +1,6 @@
 // tpbatch: an MPI-launched batch inference job runner.
 //   tpbatch JOB.yaml | tpbatch run JOB.yaml [--set KEY=VALUE ...]
-//   tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--json]
+//   tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--device cpu|cuda] [--json]
 //   tpbatch inspect RESULTS.h5
 //   tpbatch make-model DIR [--preset tiny|125m|8b ...]
 //   tpbatch export RESULTS.h5 --format openai|jsonl [--output FILE] [--input FILE.jsonl]
@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   plan->add_option("--device-memory", po.device_memory_gib, "memory per rank in GiB (default: CPU MemAvailable)")
       ->check(CLI::Range(0.001, 1e6));
+  plan->add_option("--device", po.device, "cpu | cuda (default: the job's device:; auto = cuda with --device-memory)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   plan->add_option("--row-tokens", po.row_tokens, "tokens of one row (default: min(max_pos, 1024 + max_new_tokens))")
       ->check(CLI::Range(1, 1 << 30));
   plan->add_option("--alpha-us", po.alpha_us, "allreduce latency in us")->check(CLI::Range(0.0, 1e9));

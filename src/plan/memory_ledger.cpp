@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "model/llama_shard.h"
+#include "model/shard_bytes.h"
 
 namespace tpbatch {
 namespace {
@@ -22,18 +23,23 @@ ShardPlacement placement_of(const ModelConfig& config, const Layout& layout, int
 }
 
 int64_t stage_kv_bytes_per_token(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
-                                 int64_t bytes) {
-  const int64_t kv_heads = kv_heads_of_rank(config, layout.tensor, tp_rank).size();
-  return 2 * kv_heads * config.head_dim * bytes * layers_of_stage(config.num_layers, layout.pipeline, stage).size();
+                                 DType kv_dtype) {
+  return kv_bytes_per_token_of_rank(config, layout.tensor, tp_rank,
+                                    layers_of_stage(config.num_layers, layout.pipeline, stage).size(), kv_dtype);
 }
 
 }  // namespace
 
-int64_t dtype_bytes(const std::string& job_dtype, const std::string& torch_dtype) {
-  const std::string& d = job_dtype == "auto" ? torch_dtype : job_dtype;
-  if (d == "float32") return 4;
-  if (d == "bfloat16" || d == "float16") return 2;
-  throw JobError("dtype: unsupported dtype '" + d + "' (float32, bfloat16 or float16)");
+DType dtype_of_name(const std::string& name, const std::string& key) {
+  if (name == "float32") return DType::F32;
+  if (name == "bfloat16") return DType::BF16;
+  if (name == "float16") return DType::F16;
+  throw JobError(key + ": unsupported dtype '" + name + "' (float32, bfloat16 or float16)");
+}
+
+DType kv_cache_dtype_for(const std::string& kv_cache_dtype, const std::string& device) {
+  if (kv_cache_dtype == "auto") return device == "cuda" ? DType::BF16 : DType::F32;
+  return dtype_of_name(kv_cache_dtype, "engine.kv_cache_dtype");
 }
 
 bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node) {
@@ -57,19 +63,19 @@ std::vector<Layout> legal_layouts(const ModelConfig& config, int world_size, int
   return out;
 }
 
-int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element) {
+int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, DType weight_dtype) {
   int64_t most = 0;
   for (int s = 0; s < layout.pipeline; ++s)
     for (int r = 0; r < layout.tensor; ++r)
-      most = std::max(most, shard_parameter_count(config, placement_of(config, layout, s, r)));
-  return most * bytes_per_element;
+      most = std::max(most, shard_weight_bytes(config, placement_of(config, layout, s, r), weight_dtype));
+  return most;
 }
 
-int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element) {
+int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, DType kv_dtype) {
   int64_t most = 0;
   for (int s = 0; s < layout.pipeline; ++s)
     for (int r = 0; r < layout.tensor; ++r)
-      most = std::max(most, stage_kv_bytes_per_token(config, layout, s, r, bytes_per_element));
+      most = std::max(most, stage_kv_bytes_per_token(config, layout, s, r, kv_dtype));
   return most;
 }
 
@@ -95,7 +101,7 @@ double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& lay
   const int t = layout.tensor;
   if (t <= 1) return 0.0;
   const int64_t layers = layers_of_stage(config.num_layers, layout.pipeline, 0).size();  // the largest stage
-  const double S = static_cast<double>(in.max_seqs * config.hidden_size * in.bytes_per_element);
+  const double S = static_cast<double>(in.max_seqs * config.hidden_size * static_cast<int64_t>(dtype_size(in.activation_dtype)));
   const double bytes_per_us = in.bandwidth_gbs * 1e3;  // GB/s = 1e9 B/s = 1e3 B/us
   const double one = in.alpha_us + 2.0 * (t - 1) / t * S / bytes_per_us;
   return 2.0 * static_cast<double>(layers) * one;
@@ -107,8 +113,8 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   g.pipeline = layout.pipeline;
   g.data = layout.data();
   g.layers_per_stage = layers_of_stage(config.num_layers, layout.pipeline, 0).size();
-  g.weights_bytes_per_rank = weights_bytes_per_rank(config, layout, in.bytes_per_element);
-  g.kv_bytes_per_token_per_rank = kv_bytes_per_token_per_rank(config, layout, in.bytes_per_element);
+  g.weights_bytes_per_rank = weights_bytes_per_rank(config, layout, in.weight_dtype);
+  g.kv_bytes_per_token_per_rank = kv_bytes_per_token_per_rank(config, layout, in.kv_dtype);
   g.reserved_bytes_per_rank = reserved_bytes_per_rank(config, layout, in);
   const double usable = std::floor(static_cast<double>(in.device_memory_bytes) * in.memory_utilization);
 
@@ -116,9 +122,9 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   bool first = true;
   for (int s = 0; s < layout.pipeline; ++s) {
     for (int r = 0; r < layout.tensor; ++r) {
-      const int64_t w = shard_parameter_count(config, placement_of(config, layout, s, r)) * in.bytes_per_element;
+      const int64_t w = shard_weight_bytes(config, placement_of(config, layout, s, r), in.weight_dtype);
       const int64_t budget = static_cast<int64_t>(usable) - w - g.reserved_bytes_per_rank;
-      const int64_t per_token = stage_kv_bytes_per_token(config, layout, s, r, in.bytes_per_element);
+      const int64_t per_token = stage_kv_bytes_per_token(config, layout, s, r, in.kv_dtype);
       const int64_t tokens = budget <= 0 || per_token <= 0 ? 0 : budget / per_token;
       if (first || tokens < g.kv_tokens_per_rank) g.kv_tokens_per_rank = tokens;
       if (first || budget < g.kv_budget_bytes_per_rank) g.kv_budget_bytes_per_rank = budget;

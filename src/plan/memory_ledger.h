@@ -4,16 +4,19 @@
 // hand-computed ledgers.
 //
 // The model, for one rank of a layout (TP = tensor, PP = pipeline):
-//   bytes per element   the job's dtype (auto: the config's torch_dtype): float32 4, bfloat16/float16 2.
-//                       This is how an accelerator would store weights and KV cache; the CPU engine
-//                       computes and stores in float32, so on the CPU backend the real footprint is
-//                       larger (plan says so in its text output).
-//   weights             shard_parameter_count() of that rank (its layers, its head/intermediate/vocab
+//   dtypes              weights in the weight dtype (the job's dtype; auto: the checkpoint's storage
+//                       dtype, or config.json's torch_dtype when there are no weights), norms and
+//                       biases in float32, as the run keeps them; the KV cache in engine.kv_cache_dtype
+//                       (auto: float32 on the CPU backend, bfloat16 on CUDA); activations (for the
+//                       allreduce model) float32 on the CPU, bfloat16 on CUDA.
+//   weights             shard_weight_bytes() of that rank (its layers, its head/intermediate/vocab
 //                       shards, replicated KV heads when TP > KV heads, embedding on the first stage,
 //                       final norm and LM head on the last; tied embeddings with PP > 1 cost the last
-//                       stage its own copy of the vocab shard) x bytes per element.
-//   KV bytes per token  2 (K and V) x local KV heads x head_dim x bytes x the stage's layers
-//                       (stops shrinking once TP exceeds the KV heads: heads are replicated).
+//                       stage its own copy of the vocab shard) — the formula the run's
+//                       "weights: X MiB per rank" line agrees with.
+//   KV bytes per token  kv_bytes_per_token_of_rank(): 2 (K and V) x local KV heads x head_dim x KV
+//                       dtype bytes x the stage's layers (stops shrinking once TP exceeds the KV
+//                       heads: heads are replicated) — the same function ModelRunner sizes with.
 //   reserved            activation/workspace estimate (see reserved_bytes_per_rank), plus a fixed
 //                       device context (1 GiB) when an accelerator's memory was given.
 //   KV tokens           floor((device memory x memory_utilization - weights - reserved) / KV bytes per
@@ -21,12 +24,13 @@
 //   fits                KV tokens >= one row of the job's length (row_tokens).
 //   concurrent rows     KV tokens / row_tokens: rows a replica can hold at once.
 //   allreduce time      alpha-beta model per decode step of one stage: 2 allreduces per layer of
-//                       S = max_seqs x hidden x bytes each, ring cost alpha + 2(t-1)/t x S / B.
+//                       S = max_seqs x hidden x activation bytes each, ring cost alpha + 2(t-1)/t x S / B.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/dtype.h"
 #include "model/config.h"
 #include "topology/layout.h"
 
@@ -53,8 +57,10 @@ struct PlanInputs {
   int world_size = 1;
   int ranks_per_node = 1;               // a TP group must fit in a node
   int64_t device_memory_bytes = 0;      // per rank
-  bool accelerator = false;             // device memory given: reserve kDeviceContextBytes per rank
-  int64_t bytes_per_element = 2;
+  bool accelerator = false;             // CUDA: reserve kDeviceContextBytes per rank
+  DType weight_dtype = DType::BF16;     // linear layers and embeddings (norms and biases are F32)
+  DType kv_dtype = DType::BF16;         // the KV cache
+  DType activation_dtype = DType::BF16; // what the TP allreduces carry
   double memory_utilization = 0.90;
   int64_t max_batch_tokens = 4096;
   int64_t max_seqs = 64;
@@ -88,9 +94,11 @@ struct Plan {
   std::optional<size_t> throughput, latency;
 };
 
-// Bytes per element of a dtype name (float32 4, bfloat16/float16 2); "auto" takes torch_dtype.
-// Throws JobError on an unknown name.
-int64_t dtype_bytes(const std::string& job_dtype, const std::string& torch_dtype);
+// The dtype a name spells ("float32", "bfloat16", "float16"). Throws JobError naming `key` otherwise.
+DType dtype_of_name(const std::string& name, const std::string& key);
+// The KV cache dtype of engine.kv_cache_dtype on a device ("cpu" | "cuda"): auto is float32 on the
+// CPU backend and bfloat16 on CUDA (the backends' default_kv_dtype()).
+DType kv_cache_dtype_for(const std::string& kv_cache_dtype, const std::string& device);
 
 // True when tensor-parallel groups of `tensor` consecutive ranks stay within nodes of
 // `ranks_per_node` consecutive ranks (as topology.cpp assigns nodes when ranks_per_node is set).
@@ -101,8 +109,8 @@ bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node);
 std::vector<Layout> legal_layouts(const ModelConfig& config, int world_size, int ranks_per_node);
 
 // Per-rank quantities of one layout (max over its ranks).
-int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element);
-int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, int64_t bytes_per_element);
+int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, DType weight_dtype);
+int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, DType kv_dtype);
 int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,6 +11,8 @@
 
 #include "common/error.h"
 #include "job/job_spec.h"
+#include "model/llama_shard.h"
+#include "model/safetensors.h"
 
 namespace tpbatch {
 namespace {
@@ -25,6 +28,37 @@ int64_t mem_available_bytes() {
   while (in >> key >> kb >> unit)
     if (key == "MemAvailable:") return kb * 1024;
   return int64_t{8} << 30;
+}
+
+// The device the run would use: --device, else the job's device:, and for `auto` cuda when a device
+// memory size was given (planning for accelerators), else cpu.
+std::string plan_device(const PlanOptions& o, const JobSpec& job) {
+  if (!o.device.empty()) {
+    if (o.device != "cpu" && o.device != "cuda") throw JobError("--device must be cpu or cuda, not '" + o.device + "'");
+    return o.device;
+  }
+  if (job.device == "cpu" || job.device == "cuda") return job.device;
+  return o.device_memory_gib > 0 ? "cuda" : "cpu";
+}
+
+// The weight dtype the run keeps: the job's dtype, and for `auto` the checkpoint's storage dtype (as
+// run_job reads it, from the embedding) when the weights are there, else config.json's torch_dtype.
+DType plan_weight_dtype(const JobSpec& job, const ModelConfig& cfg) {
+  if (job.dtype != "auto") return dtype_of_name(job.dtype, "dtype");
+  const std::filesystem::path dir(job.model);
+  if (std::filesystem::exists(dir / "model.safetensors") || std::filesystem::exists(dir / "model.safetensors.index.json"))
+    return weight_dtype_for("auto", WeightStore::open(dir).tensor("model.embed_tokens.weight").dtype);
+  return dtype_of_name(cfg.torch_dtype, "config.json torch_dtype");
+}
+
+// Job-level dtype names as the JSON and the text print them.
+const char* dtype_word(DType d) {
+  switch (d) {
+    case DType::F32: return "float32";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    default: return "int32";
+  }
 }
 
 json layout_json(const LayoutLedger& g) {
@@ -61,7 +95,11 @@ std::string plan_json(const Plan& plan, const ModelConfig& config, const std::st
   j["model"] = model;
   j["architecture"] = config.architecture;
   j["dtype"] = dtype;
-  j["bytes_per_element"] = in.bytes_per_element;
+  j["device"] = in.accelerator ? "cuda" : "cpu";
+  j["weight_dtype"] = dtype_word(in.weight_dtype);
+  j["kv_cache_dtype"] = dtype_word(in.kv_dtype);
+  j["activation_dtype"] = dtype_word(in.activation_dtype);
+  j["bytes_per_element"] = dtype_size(in.weight_dtype);  // of the weights (norms and biases are float32)
   j["world_size"] = in.world_size;
   j["ranks_per_node"] = in.ranks_per_node;
   j["device_memory_bytes"] = in.device_memory_bytes;
@@ -86,9 +124,9 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
   out << "model: " << model << " (" << config.architecture << ", " << config.num_layers << " layers, hidden "
       << config.hidden_size << ", " << config.num_heads << " heads, " << config.num_kv_heads << " KV heads, vocab "
       << config.vocab_size << ")\n";
-  out << "dtype: " << dtype << ", " << in.bytes_per_element
-      << " bytes per weight and KV element, as a device would store them (the CPU backend computes and stores in"
-         " float32)\n";
+  out << "device: " << (in.accelerator ? "cuda" : "cpu") << "; weights " << dtype << " (" << dtype_size(in.weight_dtype)
+      << " bytes per element; norms and biases float32), KV cache " << dtype_word(in.kv_dtype)
+      << ", activations " << dtype_word(in.activation_dtype) << " (compute accumulates in float32)\n";
   out << "world size " << in.world_size << ", " << in.ranks_per_node << " ranks per node, device memory "
       << fmt("%.2f", static_cast<double>(in.device_memory_bytes) / kGiB) << " GiB per rank"
       << (in.accelerator ? " (accelerator: 1 GiB context reserved)" : " (CPU: MemAvailable / ranks on the node)")
@@ -142,9 +180,14 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.ranks_per_node = o.ranks_per_node > 0 ? o.ranks_per_node
                       : job.parallel.ranks_per_node > 0 ? static_cast<int>(job.parallel.ranks_per_node)
                                                          : in.world_size;
-  in.bytes_per_element = dtype_bytes(job.dtype, cfg.torch_dtype);
-  in.accelerator = o.device_memory_gib > 0;
-  if (in.accelerator) {
+  const std::string device = plan_device(o, job);
+  if (device == "cuda" && o.device_memory_gib <= 0)
+    throw JobError("planning for device cuda needs --device-memory GiB (the memory of one GPU)");
+  in.weight_dtype = plan_weight_dtype(job, cfg);
+  in.kv_dtype = kv_cache_dtype_for(job.engine.kv_cache_dtype, device);
+  in.activation_dtype = device == "cuda" ? DType::BF16 : DType::F32;
+  in.accelerator = device == "cuda";
+  if (o.device_memory_gib > 0) {
     in.device_memory_bytes = static_cast<int64_t>(std::llround(o.device_memory_gib * kGiB));
   } else {
     const int local = std::max(1, std::min(in.ranks_per_node, in.world_size));
@@ -161,9 +204,10 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
                                                                               : kCpuBusBandwidthGBs;
 
   const Plan plan = make_plan(cfg, in);
-  const std::string dtype = job.dtype == "auto" ? cfg.torch_dtype + " (auto)" : job.dtype;
+  const std::string weights = dtype_word(in.weight_dtype);
+  const std::string dtype = job.dtype == "auto" ? weights + " (auto)" : weights;
   if (o.json)
-    out << plan_json(plan, cfg, job.model, job.dtype == "auto" ? cfg.torch_dtype : job.dtype) << "\n";
+    out << plan_json(plan, cfg, job.model, weights) << "\n";
   else
     print_plan_text(plan, cfg, job.model, dtype, out);
   return kExitOk;

@@ -1,5 +1,5 @@
 #pragma once
-// `tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--json]`:
+// `tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--device cpu|cuda] [--json]`:
 // reads the job and the model's config.json (no weights, no MPI) and prints the memory ledger of
 // every legal layout (see plan/memory_ledger.h) with the recommended layouts, as a table or as
 // one JSON object.
@@ -19,6 +19,8 @@ struct PlanOptions {
   int world_size = 0;              // 0: the job's parallel.tensor x parallel.pipeline
   int ranks_per_node = 0;          // 0: the job's parallel.ranks_per_node, else the world size
   double device_memory_gib = 0.0;  // 0: CPU backend, MemAvailable / ranks on this node
+  std::string device;              // "cpu" | "cuda"; empty: the job's device:, and for auto cuda
+                                   // when device_memory_gib is given, else cpu
   int64_t row_tokens = 0;          // 0: min(max_position_embeddings, 1024 + sampling.max_new_tokens)
   double alpha_us = -1.0;          // < 0: default (NVLink with --device-memory, else measured CPU)
   double bandwidth_gbs = -1.0;     // < 0: default, as alpha

@@ -96,8 +96,16 @@ TEST(PlanCommand, SetOverridesTheJobDtype) {
   o.sets = {"dtype=float32"};
   const json fp32 = run_json(o);
   EXPECT_EQ(fp32["bytes_per_element"], 4);
-  EXPECT_EQ((*find(fp32, 8, 1))["weights_bytes_per_rank"].get<int64_t>(),
-            2 * (*find(bf16, 8, 1))["weights_bytes_per_rank"].get<int64_t>());
+  EXPECT_EQ(fp32["weight_dtype"], "float32");
+  EXPECT_EQ(bf16["weight_dtype"], "bfloat16");
+  // Twice the bytes, except the 1318912 norm weights and the 64-float RoPE table, float32 in both.
+  EXPECT_EQ(2 * (*find(bf16, 8, 1))["weights_bytes_per_rank"].get<int64_t>() -
+                (*find(fp32, 8, 1))["weights_bytes_per_rank"].get<int64_t>(),
+            (1318912 + 64) * 4);
+  // --device-memory without device: plans for CUDA, whose KV cache is bfloat16 whatever the weights.
+  EXPECT_EQ(fp32["device"], "cuda");
+  EXPECT_EQ(fp32["kv_cache_dtype"], "bfloat16");
+  EXPECT_EQ((*find(fp32, 8, 1))["kv_bytes_per_token_per_rank"], (*find(bf16, 8, 1))["kv_bytes_per_token_per_rank"]);
 }
 
 TEST(PlanCommand, RowTokensDefaultToPromptBudgetPlusMaxNewTokens) {

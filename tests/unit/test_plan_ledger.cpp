@@ -48,7 +48,9 @@ PlanInputs device_inputs(int world, int ranks_per_node, int64_t row_tokens = 115
   in.ranks_per_node = ranks_per_node;
   in.device_memory_bytes = kDevice745;
   in.accelerator = true;
-  in.bytes_per_element = 2;
+  in.weight_dtype = DType::BF16;      // norms and biases stay float32
+  in.kv_dtype = DType::BF16;          // kv_cache_dtype auto on CUDA
+  in.activation_dtype = DType::BF16;
   in.row_tokens = row_tokens;
   return in;
 }
@@ -60,32 +62,36 @@ const LayoutLedger* find(const Plan& plan, int tensor, int pipeline) {
 }
 
 // ---- stories260K: H 64, inter 172, 5 layers, 8 heads, 4 KV heads, head_dim 8, vocab 512, tied, fp32 ----
+// Every rank also holds the RoPE table, head_dim / 2 floats, counted with the weights as the run's
+// "weights: X MiB per rank" line counts it (LlamaShard::weight_bytes).
+constexpr int64_t kStoriesRope = 4 * 4;
+constexpr int64_t kLlamaRope = 64 * 4;  // head_dim 128 (8B, 70B, 405B)
 
 TEST(PlanLedger, StoriesWeightsOnOneRankAreAllParameters) {
   STORIES_OR_SKIP(cfg);
   // per layer: 2*64 norms + (64+2*32)*64 qkv + 64*64 o + 3*172*64 mlp = 45440; 5 layers;
   // tied embedding 512*64 once; final norm 64 -> 260032 parameters, 4 bytes each.
-  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, 4), 260032 * 4);
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, DType::F32), 260032 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, StoriesWeightsAtTensorTwoAreHalfShards) {
   STORIES_OR_SKIP(cfg);
   // per layer: 128 + (32+2*16)*64 + 64*32 + 3*86*64 = 22784; x5 + vocab 256*64 + norm 64 = 130368.
-  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 2, 1}, 4), 130368 * 4);
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 2, 1}, DType::F32), 130368 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, StoriesWeightsAtTensorEightReplicateKvHeadsAndTakeLargestInterShard) {
   STORIES_OR_SKIP(cfg);
   // 1 q head (8), 1 replicated KV head (8), inter shards 21/22 -> 22, vocab 64:
   // per layer 128 + (8+16)*64 + 64*8 + 3*22*64 = 6400; x5 + 64*64 + 64 = 36160.
-  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{8, 8, 1}, 4), 36160 * 4);
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{8, 8, 1}, DType::F32), 36160 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, StoriesPipelineFirstStageHoldsExtraLayerAndEmbedding) {
   STORIES_OR_SKIP(cfg);
   // stage 0: 3 layers + embedding = 3*45440 + 32768 = 169088; stage 1: 2 layers + tied LM head copy
   // + norm = 2*45440 + 32768 + 64 = 123712. The max is stage 0.
-  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 1, 2}, 4), 169088 * 4);
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 1, 2}, DType::F32), 169088 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, TiedEmbeddingLastStageHoldsItsOwnVocabShard) {
@@ -101,15 +107,15 @@ TEST(PlanLedger, TiedEmbeddingLastStageHoldsItsOwnVocabShard) {
 TEST(PlanLedger, StoriesKvBytesPerTokenStopShrinkingPastKvHeads) {
   STORIES_OR_SKIP(cfg);
   // 2 * kv heads * 8 * 4 bytes * 5 layers
-  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{1, 1, 1}, 4), 1280);
-  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 2, 1}, 4), 640);
-  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{4, 4, 1}, 4), 320);
-  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{8, 8, 1}, 4), 320);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{1, 1, 1}, DType::F32), 1280);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 2, 1}, DType::F32), 640);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{4, 4, 1}, DType::F32), 320);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{8, 8, 1}, DType::F32), 320);
 }
 
 TEST(PlanLedger, StoriesKvBytesPerTokenCountTheLargestStage) {
   STORIES_OR_SKIP(cfg);
-  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 1, 2}, 4), 2 * 4 * 8 * 4 * 3);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 1, 2}, DType::F32), 2 * 4 * 8 * 4 * 3);
 }
 
 TEST(PlanLedger, StoriesReservedBytesFollowTheDocumentedEstimate) {
@@ -127,11 +133,13 @@ TEST(PlanLedger, StoriesKvTokensAndRowsInOneGiB) {
   in.world_size = 1;
   in.ranks_per_node = 1;
   in.device_memory_bytes = kGiB;
-  in.bytes_per_element = 4;
+  in.weight_dtype = DType::F32;
+  in.kv_dtype = DType::F32;
   in.row_tokens = 512;
   const LayoutLedger g = ledger_of(cfg, Layout{1, 1, 1}, in);
-  // floor(1 GiB * 0.9) - 1040128 weights - 29622272 reserved = 935705241 bytes; / 1280 per token.
-  EXPECT_EQ(g.kv_budget_bytes_per_rank, 935705241);
+  // floor(1 GiB * 0.9) - 1040144 weights (with the RoPE table) - 29622272 reserved = 935705225 bytes;
+  // / 1280 per token.
+  EXPECT_EQ(g.kv_budget_bytes_per_rank, 935705225);
   EXPECT_EQ(g.kv_tokens_per_rank, 731019);
   EXPECT_EQ(g.concurrent_rows, 1427);
   EXPECT_TRUE(g.fits);
@@ -156,23 +164,36 @@ TEST(PlanLedger, TensorGroupsMustStayWithinANode) {
   EXPECT_FALSE(tensor_group_fits_node(16, 16, 8));
 }
 
-TEST(PlanLedger, DtypeBytesFollowJobThenConfig) {
-  EXPECT_EQ(dtype_bytes("auto", "bfloat16"), 2);
-  EXPECT_EQ(dtype_bytes("auto", "float32"), 4);
-  EXPECT_EQ(dtype_bytes("float32", "bfloat16"), 4);
-  EXPECT_EQ(dtype_bytes("float16", "float32"), 2);
-  EXPECT_THROW(dtype_bytes("int8", "float32"), Error);
+TEST(PlanLedger, DtypeNamesAndTheKvCacheRule) {
+  EXPECT_EQ(dtype_of_name("bfloat16", "dtype"), DType::BF16);
+  EXPECT_EQ(dtype_of_name("float32", "dtype"), DType::F32);
+  EXPECT_EQ(dtype_of_name("float16", "dtype"), DType::F16);
+  EXPECT_THROW(dtype_of_name("int8", "dtype"), Error);
+  // engine.kv_cache_dtype auto: what the backend keeps (float32 on the CPU, bfloat16 on CUDA).
+  EXPECT_EQ(kv_cache_dtype_for("auto", "cpu"), DType::F32);
+  EXPECT_EQ(kv_cache_dtype_for("auto", "cuda"), DType::BF16);
+  EXPECT_EQ(kv_cache_dtype_for("bfloat16", "cpu"), DType::BF16);
+  EXPECT_EQ(kv_cache_dtype_for("float32", "cuda"), DType::F32);
+}
+
+TEST(PlanLedger, SixteenBitWeightsKeepNormsInFloat32) {
+  STORIES_OR_SKIP(cfg);
+  // 260032 parameters, of which 5*2*64 + 64 = 704 are norms (4 bytes each), the rest 2 bytes.
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, DType::BF16), (260032 - 704) * 2 + 704 * 4 + kStoriesRope);
+  EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, DType::F16), (260032 - 704) * 2 + 704 * 4 + kStoriesRope);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{1, 1, 1}, DType::BF16), 640);
 }
 
 // ---- Llama-3.1-8B: 8,030,261,248 parameters ----
 
 TEST(PlanLedger, Llama8BWeightsOnOneRankAreThePublishedParameterCount) {
-  EXPECT_EQ(weights_bytes_per_rank(llama8b(), Layout{1, 1, 1}, 2), int64_t{8030261248} * 2);
+  // bf16, with the 32*2*4096 + 4096 = 266240 norm weights kept in float32 (2 bytes more each).
+  EXPECT_EQ(weights_bytes_per_rank(llama8b(), Layout{1, 1, 1}, DType::BF16), int64_t{8030261248} * 2 + 266240 * 2 + kLlamaRope);
 }
 
 TEST(PlanLedger, Llama8BKvCacheIs128KiBPerToken) {
-  EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{1, 1, 1}, 2), 128 * 1024);
-  EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{8, 8, 1}, 2), 16 * 1024);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{1, 1, 1}, DType::BF16), 128 * 1024);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{8, 8, 1}, DType::BF16), 16 * 1024);
 }
 
 TEST(PlanLedger, Llama8BThroughputIsPureDataParallel) {
@@ -188,16 +209,18 @@ TEST(PlanLedger, Llama8BThroughputIsPureDataParallel) {
 
 TEST(PlanLedger, Llama70BWeightsPerRankAreTotalOverTensor) {
   const ModelConfig& c = llama70b();
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{1, 1, 1}, 2), int64_t{70553706496} * 2);
+  // bf16; the 80*2*8192 + 8192 = 1318912 norm weights (replicated on every rank) are float32.
+  const int64_t norms = 1318912 * 2 + kLlamaRope;
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{1, 1, 1}, DType::BF16), int64_t{70553706496} * 2 + norms);
   // TP=2: per layer 2*8192 + (4096+2*512)*8192 + 8192*4096 + 3*14336*8192 = 427835392; x80
   // + 2 vocab shards 64128*8192 + norm.
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{2, 2, 1}, 2), int64_t{35277512704} * 2);
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{4, 4, 1}, 2), int64_t{17639415808} * 2);
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{8, 8, 1}, 2), int64_t{8820367360} * 2);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{2, 2, 1}, DType::BF16), int64_t{35277512704} * 2 + norms);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{4, 4, 1}, DType::BF16), int64_t{17639415808} * 2 + norms);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{8, 8, 1}, DType::BF16), int64_t{8820367360} * 2 + norms);
   // TP=16: one KV head replicated per rank, so slightly more than a sixteenth.
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{16, 16, 1}, 2), int64_t{4494729216} * 2);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{16, 16, 1}, DType::BF16), int64_t{4494729216} * 2 + norms);
   for (int t : {1, 2, 4, 8, 16})
-    EXPECT_NEAR(static_cast<double>(weights_bytes_per_rank(c, Layout{t, t, 1}, 2)), 141.1e9 / t, 0.03 * 141.1e9 / t);
+    EXPECT_NEAR(static_cast<double>(weights_bytes_per_rank(c, Layout{t, t, 1}, DType::BF16)), 141.1e9 / t, 0.03 * 141.1e9 / t);
 }
 
 TEST(PlanLedger, Llama70BKvPerTokenIs80KiBAtTp4And40KiBAtTp8And16) {
@@ -225,9 +248,11 @@ TEST(PlanLedger, Llama70BKvTokensAtTp4MatchHandLedger) {
   const LayoutLedger& g = *find(plan, 4, 1);
   // reserved: 2*4096*4*(3*8192 + (2048+2*256) + 2048 + 3*7168) + 64*32064*4 + 1 GiB = 2742894592
   EXPECT_EQ(g.reserved_bytes_per_rank, 2742894592);
-  // floor(74.5 GiB * 0.9) - 35278831616 - 2742894592 = 33972663091; / 81920 per token.
-  EXPECT_EQ(g.kv_tokens_per_rank, 414705);
-  EXPECT_EQ(g.concurrent_rows, 414705 / 1152);
+  // floor(74.5 GiB * 0.9) - (35278831616 + 2637824 float32 norms + 256 RoPE) - 2742894592
+  // = 33970025011; / 81920 per token.
+  EXPECT_EQ(g.kv_budget_bytes_per_rank, 33970025011);
+  EXPECT_EQ(g.kv_tokens_per_rank, 414673);
+  EXPECT_EQ(g.concurrent_rows, 414673 / 1152);
   EXPECT_EQ(g.data, 2);
 }
 
@@ -263,10 +288,13 @@ TEST(PlanLedger, AllreduceTimeFollowsAlphaBetaModel) {
 TEST(PlanLedger, Llama405BAtTp8NeedsTwoPipelineStagesOn80GBDevices) {
   const ModelConfig& c = llama405b();
   // TP=8 per layer: 2*16384 + (2048+2*128)*16384 + 16384*2048 + 3*6656*16384 = 398491648
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{8, 8, 1}, 2), (126 * int64_t{398491648} + 2 * 16032 * 16384 + 16384) * 2);
+  // (norms, 2*16384 per layer + the final 16384, in float32: 2 bytes more each)
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{8, 8, 1}, DType::BF16),
+            (126 * int64_t{398491648} + 2 * 16032 * 16384 + 16384) * 2 + (126 * 2 * 16384 + 16384) * 2 + kLlamaRope);
   // PP=2: 63 layers per stage; the last stage (LM head + norm) is the larger.
-  EXPECT_EQ(weights_bytes_per_rank(c, Layout{16, 8, 2}, 2), (63 * int64_t{398491648} + 16032 * 16384 + 16384) * 2);
-  EXPECT_EQ(kv_bytes_per_token_per_rank(c, Layout{16, 8, 2}, 2), 2 * 128 * 2 * 63);
+  EXPECT_EQ(weights_bytes_per_rank(c, Layout{16, 8, 2}, DType::BF16),
+            (63 * int64_t{398491648} + 16032 * 16384 + 16384) * 2 + (63 * 2 * 16384 + 16384) * 2 + kLlamaRope);
+  EXPECT_EQ(kv_bytes_per_token_per_rank(c, Layout{16, 8, 2}, DType::BF16), 2 * 128 * 2 * 63);
 
   const Plan plan = make_plan(c, device_inputs(16, 8));
   EXPECT_FALSE(find(plan, 8, 1)->fits);

@@ -1,0 +1,114 @@
+// The shapes-only byte counts `tpbatch plan` uses (model/shard_bytes.h) against what
+// load_llama_shard and ModelRunner really allocate, for every dtype, TP rank and pipeline stage of
+// small generated models (tied and untied, with and without q/k/v and o_proj biases).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/llama_shard.h"
+#include "model/model_runner.h"
+#include "model/safetensors.h"
+#include "model/shard_bytes.h"
+#include "tools/make_model.h"
+#include "topology/communicator.h"
+
+namespace tpbatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NoCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void allreduce_sum(BufferView, size_t) override {}
+  void allgather(BufferView, BufferView, size_t) override {}
+  void send(BufferView, size_t, int) override {}
+  void recv(BufferView, size_t, int) override {}
+};
+
+struct Case {
+  const char* name;
+  MakeModelOptions options;
+};
+
+std::vector<Case> cases() {
+  MakeModelOptions tied;  // tiny: stories260K shapes, tied embeddings
+  MakeModelOptions untied;
+  untied.tie_word_embeddings = 0;
+  untied.num_kv_heads = 2;
+  MakeModelOptions llama_bias;  // Llama attention_bias: q/k/v and o_proj biases
+  llama_bias.attention_bias = true;
+  llama_bias.tie_word_embeddings = 0;
+  MakeModelOptions qwen;  // Qwen2: q/k/v biases only
+  qwen.architecture = "Qwen2ForCausalLM";
+  qwen.attention_bias = true;
+  return {{"tied", tied}, {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen}};
+}
+
+TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {
+  const fs::path root = fs::temp_directory_path() / ("tpbatch_test_shard_bytes_" + std::to_string(::getpid()));
+  for (const Case& c : cases()) {
+    const fs::path dir = root / c.name;
+    fs::remove_all(dir);
+    make_model(dir, c.options);
+    const ModelConfig cfg = load_model_config(dir);
+    const WeightStore ws = WeightStore::open(dir);
+    auto be = make_cpu_backend();
+    for (DType wt : {DType::F32, DType::BF16, DType::F16})
+      for (int tensor : {1, 2, 8})
+        for (int pipeline : {1, 2})
+          for (int stage = 0; stage < pipeline; ++stage)
+            for (int r = 0; r < tensor; ++r) {
+              ShardPlacement p;
+              p.tensor = tensor;
+              p.tp_rank = r;
+              p.layers = layers_of_stage(cfg.num_layers, pipeline, stage);
+              p.has_embedding = stage == 0;
+              p.has_lm_head = stage == pipeline - 1;
+              const LlamaShard s = load_llama_shard(cfg, ws, p, *be, wt);
+              EXPECT_EQ(static_cast<int64_t>(s.weight_bytes()), shard_weight_bytes(cfg, p, wt))
+                  << c.name << " " << dtype_name(wt) << " TP " << tensor << " rank " << r << " stage " << stage << "/"
+                  << pipeline;
+            }
+  }
+  fs::remove_all(root);
+}
+
+TEST(ShardBytes, KvBytesPerTokenEqualTheCacheModelRunnerAllocates) {
+  const fs::path dir = fs::temp_directory_path() / ("tpbatch_test_shard_kv_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  make_model(dir, {});
+  const ModelConfig cfg = load_model_config(dir);
+  const WeightStore ws = WeightStore::open(dir);
+  auto be = make_cpu_backend();
+  NoCommunicator comm;
+  for (DType kv_dtype : {DType::F32, DType::BF16})
+    for (int tensor : {1, 2, 8}) {
+      ShardPlacement p;
+      p.tensor = tensor;
+      p.layers = Range{0, cfg.num_layers};
+      KvLayout kv;
+      kv.num_blocks = 10;
+      kv.block_size = 16;
+      kv.dtype = kv_dtype;
+      ModelRunner runner(load_llama_shard(cfg, ws, p, *be, DType::F32), *be, comm, kv);
+      const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, tensor, cfg.num_layers, kv_dtype);
+      EXPECT_EQ(per_token, kv_bytes_per_token_of_rank(cfg, tensor, 0, cfg.num_layers, kv_dtype));
+      EXPECT_EQ(static_cast<int64_t>(runner.kv_cache_bytes()), per_token * 10 * 16)
+          << dtype_name(kv_dtype) << " TP " << tensor;
+    }
+  // stories260K shapes: 2 x 4 KV heads x 8 x 5 layers x 4 bytes at TP 1.
+  EXPECT_EQ(kv_bytes_per_token_of_rank(cfg, 1, 0, 5, DType::F32), 1280);
+  EXPECT_EQ(kv_bytes_per_token_of_rank(cfg, 1, 0, 5, DType::BF16), 640);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tpbatch
