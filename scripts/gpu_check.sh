@@ -365,9 +365,10 @@ run_job() {
   if ((np == 1)); then
     timeout -k 5 "$t" "${PENV[@]}" "$TPBATCH" "$job" >"$LOGS/$name.log" 2>&1
   else
-    # One NCCL "host" per rank, so that two ranks may share the one GPU (sockets over loopback).
+    # One NCCL "host" per rank, so that two ranks may share the one GPU (sockets over loopback), and
+    # the engine told that this sharing is meant (it refuses one GPU for two TP ranks otherwise).
     timeout -k 5 "$t" "${PENV[@]}" mpirun -np "$np" --bind-to none -x PATH -x LD_LIBRARY_PATH -x OPAL_PREFIX \
-      -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_DEBUG=WARN \
+      -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_DEBUG=WARN -x TPBATCH_ALLOW_SHARED_GPU=1 \
       bash -c 'NCCL_HOSTID=gpucheck-rank$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$TPBATCH" "$job" >"$LOGS/$name.log" 2>&1
   fi
 }
@@ -476,7 +477,8 @@ if ! skipping nccl; then
   model=$M125
   [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset 125m --dtype float32
   python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
-  common=("dtype: float32" "sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
+  common=("dtype: float32" "sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true"
+    "engine:" "  kv_cache_tokens: 16384")  # a fixed KV cache: the two ranks share the GPU's memory
   write_job "$WORK/tp1.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp1.h5" "$dev" "${common[@]}"
   write_job "$WORK/tp2.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp2.h5" "$dev" "${common[@]}" "parallel:" "  tensor: 2"
   label="TP=2 (2 ranks, 1 GPU, NCCL_HOSTID per rank) vs TP=1"
@@ -560,11 +562,11 @@ if ! skipping speed; then
         kvb=$(grep -m1 -o -E '[0-9]+ bytes per token per rank' "$LOGS/decode-b$b.log" | awk '{print $1}')
         fl="n/a"
         if [[ -n "$BW_GBS" && -n "$wbytes" && -n "$kvb" ]]; then
-          fl=$(python3 "$TOOLS" floor "$wbytes" "$kvb" "$b" $((128 + new / 2)) "$BW_GBS")
+          fl=$(python3 "$TOOLS" floor "$wbytes" "$kvb" "$b" $((128 + new / 2)) "$BW_GBS" "$M8B")
         fi
         ratio=$(python3 -c "print('%.2fx' % ($tpot / $fl))" 2>/dev/null || echo "n/a")
         row speed "$SPEED_LABEL decode batch $b" "${tpot:-?} ms/step" \
-          "floor $fl ms (weights $(awk -v b="${wbytes:-0}" 'BEGIN { printf "%.3g", b / 1e9 }') GB + KV ${kvb:-?} B/token x $b x $((128 + new / 2)) at ${BW_GBS:-?} GB/s): ${ratio} the floor; $(inspect_field "$WORK/decode-b$b.h5" throughput)"
+          "floor $fl ms (weights $(awk -v b="${wbytes:-0}" 'BEGIN { printf "%.3g", b / 1e9 }') GB less the embedding table, + KV ${kvb:-?} B/token x $b x $((128 + new / 2)) at ${BW_GBS:-?} GB/s): ${ratio} the floor; $(inspect_field "$WORK/decode-b$b.h5" throughput)"
       done
       if [[ "${res:-}" != refused ]]; then
         rc=0

@@ -6,7 +6,7 @@
   compare A.h5 B.h5                             greedy tokens and logprobs of two results files (one line)
   gtest XML                                     one line per test: name|status|max_rel_err|seconds
   flops MODEL_DIR PROMPT_TOKENS                 FLOPs per prefill token (matmuls + causal attention)
-  floor WEIGHT_BYTES KV_BYTES_PER_TOKEN BATCH CONTEXT BW_GBS   decode step floor in ms
+  floor WEIGHT_BYTES KV_BYTES_PER_TOKEN BATCH CONTEXT BW_GBS [MODEL_DIR]   decode step floor in ms
 """
 import json
 import random
@@ -91,8 +91,27 @@ def flops(model_dir, prompt_tokens):
     return 0
 
 
-def floor(weight_bytes, kv_bytes_per_token, batch, context, bw_gbs):
-    bytes_read = float(weight_bytes) + float(kv_bytes_per_token) * int(batch) * float(context)
+def params(c):
+    h, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+    hd = c.get("head_dim") or h // heads
+    per_layer = h * (heads * hd + 2 * kv * hd) + heads * hd * h + 3 * h * inter + 2 * h
+    embed = c["vocab_size"] * h
+    head = 0 if c.get("tie_word_embeddings") else c["vocab_size"] * h
+    return layers * per_layer + embed + head + h, embed
+
+
+def floor(weight_bytes, kv_bytes_per_token, batch, context, bw_gbs, model_dir=None):
+    """Bytes one decode step must read: every weight but the embedding table (a step gathers only
+    its rows; a tied table is read whole as the LM head), plus the KV cache of every sequence."""
+    weights_read = float(weight_bytes)
+    if model_dir:
+        with open(model_dir + "/config.json") as f:
+            c = json.load(f)
+        total, embed = params(c)
+        if not c.get("tie_word_embeddings"):
+            weights_read *= 1.0 - embed / float(total)
+    bytes_read = weights_read + float(kv_bytes_per_token) * int(batch) * float(context)
     print("%.4g" % (1e3 * bytes_read / (float(bw_gbs) * 1e9)))
     return 0
 
