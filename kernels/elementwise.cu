@@ -1,5 +1,6 @@
-// Element-wise adds on activations (F32 or BF16), 16-byte packs when the sizes allow.
-// CPU twins: CpuBackend::add (x[i] += y[i]) and CpuBackend::add_bias (x[m,n] += bias[n], bias F32).
+// Element-wise ops on activations (F32 or BF16), 16-byte packs for add when the sizes allow.
+// CPU twins: CpuBackend::add (x[i] += y[i]), CpuBackend::add_bias (x[m,n] += bias[n], bias F32),
+// CpuBackend::scale (x[i] *= factor) and CpuBackend::softcap (x[i] = cap * tanh(x[i] / cap)).
 #include "common.cuh"
 #include "kernels.h"
 
@@ -33,7 +34,35 @@ __global__ void add_bias_kernel(T* x, const float* bias, size_t count, int64_t n
     x[i] = from_float<T>(to_float(x[i]) + bias[i % n]);
 }
 
+template <typename T>
+__global__ void scale_kernel(T* x, size_t count, float factor) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = from_float<T>(to_float(x[i]) * factor);
+}
+
+template <typename T>
+__global__ void softcap_kernel(T* x, size_t count, float cap) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = from_float<T>(cap * tanhf(to_float(x[i]) / cap));
+}
+
 }  // namespace
+
+void scale(BufferView x, size_t count, float factor, cudaStream_t stream) {
+  if (count == 0) return;
+  dispatch_act(x.dtype, "scale", "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scale_kernel<T><<<grid_for(count, kThreads), kThreads, 0, stream>>>(x.as<T>(), count, factor);
+  });
+}
+
+void softcap(BufferView x, size_t count, float cap, cudaStream_t stream) {
+  if (count == 0) return;
+  dispatch_act(x.dtype, "softcap", "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softcap_kernel<T><<<grid_for(count, kThreads), kThreads, 0, stream>>>(x.as<T>(), count, cap);
+  });
+}
 
 void add(BufferView x, BufferView y, size_t count, cudaStream_t stream) {
   if (count == 0) return;

@@ -66,7 +66,14 @@ size_t attention_scratch_floats(int64_t rows, int64_t q_heads, int64_t head_dim,
 void add(BufferView x, BufferView y, size_t count, cudaStream_t stream);
 // elementwise.cu — x[m,n] += bias[n] (bias F32).  CPU: CpuBackend::add_bias.
 void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n, cudaStream_t stream);
+// elementwise.cu — x[i] *= factor (CpuBackend::scale); x[i] = cap * tanh(x[i] / cap) (CpuBackend::softcap).
+void scale(BufferView x, size_t count, float factor, cudaStream_t stream);
+void softcap(BufferView x, size_t count, float cap, cudaStream_t stream);
 
+// rmsnorm.cu — per-head RMSNorm in place (Qwen3 / Gemma 3 q/k norms), w [head_dim] F32.
+// CPU: CpuBackend::rmsnorm_heads.
+void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,
+                   float eps, cudaStream_t stream);
 // rmsnorm.cu — out[m,n] = x * rsqrt(mean(x^2) + eps) * w.  CPU: CpuBackend::rmsnorm.
 void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps, cudaStream_t stream);
 // rmsnorm.cu — fused residual add + RMSNorm: x += residual (rounded to x's dtype), then
@@ -80,6 +87,9 @@ void rope(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t
 
 // silu_mul.cu — out[m,i] = silu(gu[m,i]) * gu[m,inter+i].  CPU: CpuBackend::silu_mul.
 void silu_mul(BufferView gu, BufferView out, int64_t m, int64_t inter, cudaStream_t stream);
+// silu_mul.cu — out[m,i] = gelu_tanh(gu[m,i]) * gu[m,inter+i] (Gemma's GeGLU).
+// CPU: CpuBackend::gelu_tanh_mul.
+void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter, cudaStream_t stream);
 
 // embedding.cu — vocab-masked lookup at the step's tokens: out[i,:] = table[id-vocab_begin,:] or
 // 0 outside the shard's range.  CPU: CpuBackend::embedding.
@@ -103,7 +113,8 @@ void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t 
 void kv_append(BufferView k, BufferView v, int64_t kv_stride, BufferView k_cache, BufferView v_cache,
                const KvLayout& kv, const StepView& step, cudaStream_t stream);
 // paged_attention.cu — causal GQA attention of every row over its sequence's cache (positions
-// first..pos, first = pos-window+1 with a sliding window). One thread block per (tile, kv head,
+// first..pos, first = pos-window+1 with a sliding window; scores scaled by KvLayout::scale, or
+// 1/sqrt(head_dim), and soft-capped when KvLayout::softcap > 0). One thread block per (tile, kv head,
 // split): the K/V of each 16-position block are read once into shared memory for every query of
 // the tile (rows x q heads sharing the kv head); with splits > 1 each block covers a slice of the
 // context and a second kernel merges the slices' (max, sum, output).  `scratch`: at least

@@ -52,6 +52,7 @@ struct AttentionArgs {
   int tile_shape;
   int64_t heads_per_tile, head_chunks, splits;
   float scale;
+  float softcap;    // 0: none
   float* part_acc;  // [rows * q_heads][splits][hd]  (splits > 1)
   float* part_ml;   // [rows * q_heads][splits][2]: max, sum
 };
@@ -132,7 +133,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const T* q, const C
 #pragma unroll
         for (int i = 0; i < kEpl; ++i)
           if (lane + 32 * i < hd) dot += qv[j][i] * kp[lane + 32 * i];
-        const float s = warp_sum(dot) * a.scale;
+        float s = warp_sum(dot) * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);  // Gemma 2
         const float new_m = fmaxf(m[j], s);
         const float factor = expf(m[j] - new_m);  // 0 on the first visible position
         const float e = expf(s - new_m);
@@ -254,7 +256,8 @@ void paged_attention(BufferView q, int64_t q_stride, BufferView k_cache, BufferV
   a.heads_per_tile = grid.heads_per_tile;
   a.head_chunks = grid.head_chunks;
   a.splits = grid.splits;
-  a.scale = 1.0f / sqrtf(static_cast<float>(kv.head_dim));
+  a.scale = kv.scale > 0.0f ? kv.scale : 1.0f / sqrtf(static_cast<float>(kv.head_dim));
+  a.softcap = kv.softcap;
   a.part_acc = scratch;
   a.part_ml = scratch ? scratch + static_cast<size_t>(step.rows * q_heads * grid.splits * kv.head_dim) : nullptr;
   if (grid.splits > 1 && !scratch) throw Error("CUDA backend: paged_attention: split attention without scratch");

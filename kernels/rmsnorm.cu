@@ -1,6 +1,6 @@
 // RMSNorm, one thread block per row: out = x * rsqrt(mean(x^2) + eps) * w (x, out activations;
-// w F32, or BF16/F16). CPU twins: CpuBackend::rmsnorm and CpuBackend::add_rmsnorm (which
-// accumulate in double; fp32 here). add_rmsnorm fuses the residual add that precedes every norm
+// w F32, or BF16/F16). CPU twins: CpuBackend::rmsnorm, CpuBackend::add_rmsnorm and
+// CpuBackend::rmsnorm_heads (one warp per head of a row; all accumulate in double; fp32 here). add_rmsnorm fuses the residual add that precedes every norm
 // in the layer: x += residual first, stored in x's dtype, and the norm is of the stored values,
 // as the unfused add + rmsnorm would compute it. Rows go by 16-byte packs when n allows.
 #include "common.cuh"
@@ -70,7 +70,34 @@ void launch(BufferView x, BufferView residual, BufferView w, BufferView out, int
   });
 }
 
+// One warp per (row, head): the head's sum of squares by warp shuffles, then scaled in place.
+template <typename T>
+__global__ void rmsnorm_heads_kernel(T* x, int64_t rows, int64_t row_stride, int64_t heads, int64_t hd,
+                                     const float* w, float eps) {
+  const int64_t item = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (item >= rows * heads) return;  // whole warps leave together
+  T* v = x + (item / heads) * row_stride + (item % heads) * hd;
+  float ss = 0.0f;
+  for (int64_t d = lane; d < hd; d += 32) ss += to_float(v[d]) * to_float(v[d]);
+  ss = warp_sum(ss);
+  const float s = rsqrtf(ss / static_cast<float>(hd) + eps);
+  for (int64_t d = lane; d < hd; d += 32) v[d] = from_float<T>(to_float(v[d]) * s * w[d]);
+}
+
 }  // namespace
+
+void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,
+                   float eps, cudaStream_t stream) {
+  if (rows == 0 || heads == 0 || head_dim == 0) return;
+  if (w.dtype != DType::F32) unsupported("rmsnorm_heads", "w", w.dtype);
+  dispatch_act(x.dtype, "rmsnorm_heads", "x", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const size_t threads = static_cast<size_t>(rows * heads) * 32;
+    rmsnorm_heads_kernel<T><<<blocks_for(threads, 256), 256, 0, stream>>>(x.as<T>(), rows, row_stride, heads,
+                                                                          head_dim, w.as<float>(), eps);
+  });
+}
 
 void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps, cudaStream_t stream) {
   launch<false>(x, BufferView{}, w, out, m, n, eps, stream, "rmsnorm");

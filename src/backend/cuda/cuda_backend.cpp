@@ -415,6 +415,27 @@ void CudaBackend::logit_stats(BufferView logits, int64_t count, int64_t vocab_sh
   TPBATCH_CUDA_LAUNCHED("logit_stats");
 }
 
+void CudaBackend::rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
+                                BufferView w, float eps) {
+  kernels::rmsnorm_heads(x, rows, row_stride, heads, head_dim, w, eps, stream_);
+  TPBATCH_CUDA_LAUNCHED("rmsnorm_heads");
+}
+
+void CudaBackend::gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) {
+  kernels::gelu_tanh_mul(gu, out, m, inter, stream_);
+  TPBATCH_CUDA_LAUNCHED("gelu_tanh_mul");
+}
+
+void CudaBackend::scale(BufferView x, size_t count, float factor) {
+  kernels::scale(x, count, factor, stream_);
+  TPBATCH_CUDA_LAUNCHED("scale");
+}
+
+void CudaBackend::softcap(BufferView x, size_t count, float cap) {
+  kernels::softcap(x, count, cap, stream_);
+  TPBATCH_CUDA_LAUNCHED("softcap");
+}
+
 // ---- factory and queries ------------------------------------------------------------------------
 
 std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }

@@ -61,6 +61,11 @@ class CudaBackend final : public Backend {
                  int64_t dst_stride) override;
   void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
                    BufferView stats) override;
+  void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,
+                     float eps) override;
+  void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) override;
+  void scale(BufferView x, size_t count, float factor) override;
+  void softcap(BufferView x, size_t count, float cap) override;
 
   // ---- for the NCCL communicator ----
   int device() const { return device_; }
