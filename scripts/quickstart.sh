@@ -10,7 +10,11 @@ mkdir -p out
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np 2 --oversubscribe build/tpbatch jobs/quickstart.yaml
 echo
-echo "== generated text (/output_text in out/quickstart.h5; prompts in jobs/quickstart.jsonl) =="
-h5dump -d /output_text out/quickstart.h5 | sed -n '/DATA {/,/^   }/p' | sed '1d;$d'
+echo "== each prompt (jobs/quickstart.jsonl) followed by its generated text (out/quickstart.h5) =="
+build/tpbatch export out/quickstart.h5 --format jsonl | python3 -c '
+import json, sys
+prompts = {r["id"]: r["prompt"] for r in map(json.loads, open("jobs/quickstart.jsonl"))}
+for r in map(json.loads, sys.stdin):
+    print("[%s] %s%s\n" % (r["id"], prompts[r["id"]], r["output_text"]))'
 echo
 build/tpbatch inspect out/quickstart.h5
