@@ -14,8 +14,9 @@
 // Threading: ONE thread team, OpenMP's. gemm_nt splits n over omp_get_max_threads() threads when
 // called from serial code; called inside an active parallel region it runs on the calling thread
 // alone (nested regions are inactive), so a caller may also split the work itself. OpenBLAS is
-// only ever called from inside those threads, single-threaded: gemm_nt sets
-// openblas_set_num_threads(1) (process-wide) so its pthreads pool never competes with OpenMP's.
+// only ever called from inside those threads, single-threaded: before the panel path calls it,
+// gemm_nt sets openblas_set_num_threads(1) (process-wide; again whenever someone changed it) so
+// OpenBLAS's pthreads pool never competes with OpenMP's threads for the cores.
 #include <cstdint>
 
 #include "backend/dtype.h"
