@@ -10,10 +10,18 @@ Two backends compute the same thing:
   hf     transformers itself (torch CPU, float32, attn_implementation="eager"), when importable.
 auto (the default) is hf when torch and transformers import, else numpy.
 
-Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM; rope_scaling (or transformers 5's
-rope_parameters) none/default, linear, llama3; q/k/v biases (attention_bias, always on for Qwen2); tied or untied embeddings;
-sliding-window attention (Mistral's sliding_window; Qwen2's use_sliding_window from layer
-max_window_layers on). Anything else is refused with a message naming it.
+Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (modeling_qwen3:
+per-head q/k RMSNorm before RoPE), Phi3ForCausalLM (modeling_phi3: fused qkv_proj / gate_up_proj),
+Gemma2ForCausalLM and Gemma3ForCausalLM (modeling_gemma2 / modeling_gemma3 text part: (1 + weight)
+RMSNorms, sqrt(hidden) embedding scale, GeLU-tanh MLP, sandwich norms, query_pre_attn_scalar,
+attention and final logit soft-capping, alternating sliding/global layers, Gemma 3's local rope
+base); rope_scaling (or transformers 5's rope_parameters) none/default, linear, llama3, yarn
+(attention factor / mscale), dynamic (within max_position_embeddings, where it is the default rope),
+longrope/su (short factors: sequences within original_max_position_embeddings); q/k/v biases
+(attention_bias, always on for Qwen2); Llama's mlp_bias; tied or untied embeddings; sliding-window
+attention (Mistral's and Phi-3's sliding_window; Qwen2's use_sliding_window from layer
+max_window_layers on; Gemma's per-layer pattern or layer_types). Anything else is refused with a
+message naming it.
 
 Greedy decoding never stops early: eos is ignored (the tests run tpbatch with ignore_eos). It is
 done as a plain argmax loop rather than generate(min_new_tokens=N), because min_new_tokens masks
@@ -41,7 +49,9 @@ import sys
 
 import numpy as np
 
-SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM",
+             "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
 
 
 class Unsupported(Exception):
@@ -111,10 +121,17 @@ class NumpyModel:
         arch = (c.get("architectures") or [None])[0]
         if arch not in SUPPORTED:
             raise Unsupported(f"architecture {arch!r}")
-        if c.get("hidden_act", "silu") != "silu":
-            raise Unsupported(f"hidden_act {c['hidden_act']!r}")
-        if c.get("mlp_bias", False):
-            raise Unsupported("mlp_bias")
+        gemma = arch in GEMMA
+        # Gemma's MLP reads hidden_activation (its configs carry hidden_act too).
+        self.act = (c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh") if gemma \
+            else c.get("hidden_act", "silu")
+        if self.act not in ("silu", "gelu_pytorch_tanh"):
+            raise Unsupported(f"hidden_act {self.act!r}")
+        if c.get("partial_rotary_factor", 1.0) != 1.0:
+            raise Unsupported("partial_rotary_factor")
+        self.mlp_bias = bool(c.get("mlp_bias", False))
+        if self.mlp_bias and arch != "LlamaForCausalLM":
+            raise Unsupported(f"mlp_bias on {arch}")
         self.arch = arch
         self.H = c["hidden_size"]
         self.nh = c["num_attention_heads"]
@@ -123,55 +140,93 @@ class NumpyModel:
         self.L = c["num_hidden_layers"]
         self.eps = c.get("rms_norm_eps", 1e-6)
         self.w = load_weights(model_dir)
-        self.tied = c.get("tie_word_embeddings", False) or "lm_head.weight" not in self.w
+        self.tied = c.get("tie_word_embeddings", gemma) or "lm_head.weight" not in self.w
         # Qwen2's q/k/v always carry biases (o_proj none); Llama's q/k/v/o when attention_bias.
         self.bias = True if arch == "Qwen2ForCausalLM" else bool(c.get("attention_bias", False))
-        self.inv_freq = rope_inv_freq(c, self.hd)
+        self.fused = arch == "Phi3ForCausalLM"
+        self.qk_norm = arch in ("Qwen3ForCausalLM", "Gemma3ForCausalLM")
+        self.gemma = gemma
+        self.norm_offset = 1.0 if gemma else 0.0  # Gemma's RMSNorm: x_normed * (1 + weight)
+        self.scaling = (c.get("query_pre_attn_scalar") or self.hd) ** -0.5 if gemma else self.hd ** -0.5
+        self.attn_softcap = c.get("attn_logit_softcapping") if gemma else None
+        self.final_softcap = c.get("final_logit_softcapping") if gemma else None
+        self.inv_freq, self.attn_factor = rope_inv_freq(c, self.hd)
+        self.inv_freq_local = self.inv_freq
+        if arch == "Gemma3ForCausalLM":  # rotary_emb_local: rope_local_base_freq, default rope
+            base = c.get("rope_local_base_freq", 10000.0)
+            self.inv_freq_local = 1.0 / base ** (np.arange(0, self.hd, 2, dtype=np.float64) / self.hd)
+        self.local_factor = 1.0 if arch == "Gemma3ForCausalLM" else self.attn_factor
         # Per-layer sliding window (None = full causal attention).
         self.window = [None] * self.L
-        if arch == "MistralForCausalLM" and c.get("sliding_window"):
+        if arch in ("MistralForCausalLM", "Phi3ForCausalLM") and c.get("sliding_window"):
             self.window = [int(c["sliding_window"])] * self.L
-        elif arch == "Qwen2ForCausalLM" and c.get("use_sliding_window") and c.get("sliding_window"):
+        elif arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM") and c.get("use_sliding_window") and c.get("sliding_window"):
             first = c.get("max_window_layers", 0) or 0
             self.window = [int(c["sliding_window"]) if i >= first else None for i in range(self.L)]
+        elif gemma and c.get("sliding_window"):
+            # modeling_gemma2: is_sliding = not bool(layer_idx % 2); modeling_gemma3:
+            # is_sliding = bool((layer_idx + 1) % sliding_window_pattern)
+            pattern = 2 if arch == "Gemma2ForCausalLM" else c.get("sliding_window_pattern", 6)
+            self.window = [int(c["sliding_window"]) if (i + 1) % pattern else None for i in range(self.L)]
         if c.get("layer_types"):
             self.window = [int(c["sliding_window"]) if t == "sliding_attention" else None for t in c["layer_types"]]
 
-    @staticmethod
-    def rmsnorm(x, weight, eps):
-        return weight * (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
+    def rmsnorm(self, x, weight, eps):
+        return (weight + self.norm_offset) * (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
 
-    def rope(self, x, positions):
-        # x: [heads, T, hd]; HF: q*cos + rotate_half(q)*sin, emb = cat(freqs, freqs).
-        freqs = np.outer(positions, self.inv_freq)  # [T, hd/2]
+    def rope(self, x, positions, inv_freq, factor):
+        # x: [heads, T, hd]; HF: q*cos + rotate_half(q)*sin, emb = cat(freqs, freqs), cos and sin
+        # times the rope type's attention_scaling.
+        freqs = np.outer(positions, inv_freq)  # [T, hd/2]
         emb = np.concatenate([freqs, freqs], axis=-1)
-        cos, sin = np.cos(emb), np.sin(emb)
+        cos, sin = np.cos(emb) * factor, np.sin(emb) * factor
         h = self.hd // 2
         rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
         return x * cos + rot * sin
+
+    def act_fn(self, g):
+        if self.act == "silu":
+            return g / (1.0 + np.exp(-g))
+        return 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
 
     def logits(self, ids):
         """Logits at every position of ids (teacher-forced), [T, vocab]."""
         w, T, hd = self.w, len(ids), self.hd
         x = w["model.embed_tokens.weight"][np.asarray(ids)]
+        if self.gemma:
+            x = x * self.H ** 0.5
         pos = np.arange(T, dtype=np.float64)
         qi, kj = np.arange(T)[:, None], np.arange(T)[None, :]
+        Q, KV = self.nh * hd, self.nkv * hd
         for l in range(self.L):
             p = f"model.layers.{l}."
             h = self.rmsnorm(x, w[p + "input_layernorm.weight"], self.eps)
-            q = h @ w[p + "self_attn.q_proj.weight"].T
-            k = h @ w[p + "self_attn.k_proj.weight"].T
-            v = h @ w[p + "self_attn.v_proj.weight"].T
+            if self.fused:  # Phi-3: qkv_proj rows are [q | k | v]
+                qkv = h @ w[p + "self_attn.qkv_proj.weight"].T
+                q, k, v = qkv[:, :Q], qkv[:, Q:Q + KV], qkv[:, Q + KV:]
+            else:
+                q = h @ w[p + "self_attn.q_proj.weight"].T
+                k = h @ w[p + "self_attn.k_proj.weight"].T
+                v = h @ w[p + "self_attn.v_proj.weight"].T
             if self.bias:
                 q = q + w[p + "self_attn.q_proj.bias"]
                 k = k + w[p + "self_attn.k_proj.bias"]
                 v = v + w[p + "self_attn.v_proj.bias"]
-            q = self.rope(q.reshape(T, self.nh, hd).transpose(1, 0, 2), pos)
-            k = self.rope(k.reshape(T, self.nkv, hd).transpose(1, 0, 2), pos)
+            q = q.reshape(T, self.nh, hd).transpose(1, 0, 2)
+            k = k.reshape(T, self.nkv, hd).transpose(1, 0, 2)
+            if self.qk_norm:  # per head, before RoPE
+                q = self.rmsnorm(q, w[p + "self_attn.q_norm.weight"], self.eps)
+                k = self.rmsnorm(k, w[p + "self_attn.k_norm.weight"], self.eps)
+            local = self.window[l] is not None
+            inv, fac = (self.inv_freq_local, self.local_factor) if local else (self.inv_freq, self.attn_factor)
+            q = self.rope(q, pos, inv, fac)
+            k = self.rope(k, pos, inv, fac)
             v = v.reshape(T, self.nkv, hd).transpose(1, 0, 2)
             rep = self.nh // self.nkv  # repeat_kv
             k, v = np.repeat(k, rep, axis=0), np.repeat(v, rep, axis=0)
-            s = q @ k.transpose(0, 2, 1) * hd ** -0.5
+            s = q @ k.transpose(0, 2, 1) * self.scaling
+            if self.attn_softcap:  # Gemma 2: before the mask
+                s = np.tanh(s / self.attn_softcap) * self.attn_softcap
             allowed = kj <= qi
             if self.window[l] is not None:  # transformers: kv_idx > q_idx - sliding_window
                 allowed = allowed & (kj > qi - self.window[l])
@@ -185,17 +240,41 @@ class NumpyModel:
                     raise Unsupported(f"attention_bias without {p}self_attn.o_proj.bias (transformers would "
                                       "initialize it randomly)")
                 o = o + w[p + "self_attn.o_proj.bias"]
-            x = x + o
-            h = self.rmsnorm(x, w[p + "post_attention_layernorm.weight"], self.eps)
-            g = h @ w[p + "mlp.gate_proj.weight"].T
-            u = h @ w[p + "mlp.up_proj.weight"].T
-            x = x + (g / (1.0 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+            if self.gemma:  # sandwich norms
+                x = x + self.rmsnorm(o, w[p + "post_attention_layernorm.weight"], self.eps)
+                h = self.rmsnorm(x, w[p + "pre_feedforward_layernorm.weight"], self.eps)
+            else:
+                x = x + o
+                h = self.rmsnorm(x, w[p + "post_attention_layernorm.weight"], self.eps)
+            if self.fused:  # Phi-3: gate_up_proj rows are [gate | up]
+                gu = h @ w[p + "mlp.gate_up_proj.weight"].T
+                g, u = np.split(gu, 2, axis=-1)
+            else:
+                g = h @ w[p + "mlp.gate_proj.weight"].T
+                u = h @ w[p + "mlp.up_proj.weight"].T
+            if self.mlp_bias:
+                g = g + w[p + "mlp.gate_proj.bias"]
+                u = u + w[p + "mlp.up_proj.bias"]
+            m = (self.act_fn(g) * u) @ w[p + "mlp.down_proj.weight"].T
+            if self.mlp_bias:
+                m = m + w[p + "mlp.down_proj.bias"]
+            if self.gemma:
+                m = self.rmsnorm(m, w[p + "post_feedforward_layernorm.weight"], self.eps)
+            x = x + m
         x = self.rmsnorm(x, w["model.norm.weight"], self.eps)
         head = w["model.embed_tokens.weight"] if self.tied else w["lm_head.weight"]
-        return x @ head.T
+        z = x @ head.T
+        if self.final_softcap:  # Gemma 2
+            z = np.tanh(z / self.final_softcap) * self.final_softcap
+        return z
+
+
+def yarn_get_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 def rope_inv_freq(c, dim):
+    """(inverse frequencies, attention_scaling) as transformers' ROPE_INIT_FUNCTIONS compute them."""
     # transformers >= 5 saves rope_parameters {rope_type, rope_theta, factor, ...} instead of the
     # top-level rope_theta and rope_scaling that earlier versions write.
     rp = c.get("rope_parameters") or {}
@@ -203,12 +282,17 @@ def rope_inv_freq(c, dim):
     inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
     rs = rp or c.get("rope_scaling")
     if not rs:
-        return inv
+        return inv, 1.0
     kind = rs.get("rope_type", rs.get("type"))
     if kind == "default":
-        return inv
+        return inv, 1.0
     if kind == "linear":
-        return inv / rs["factor"]
+        return inv / rs["factor"], 1.0
+    if kind == "dynamic":  # _compute_dynamic_ntk_parameters: seq_len <= max_position_embeddings -> base unchanged
+        orig = rs.get("original_max_position_embeddings")
+        if orig and orig < c["max_position_embeddings"]:
+            raise Unsupported("dynamic rope with original_max_position_embeddings below max_position_embeddings")
+        return inv, 1.0
     if kind == "llama3":  # transformers' _compute_llama3_parameters
         factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
         old = rs["original_max_position_embeddings"]
@@ -218,7 +302,38 @@ def rope_inv_freq(c, dim):
         smooth = (old / wavelen - lo) / (hi - lo)
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
-        return np.where(medium, smoothed, scaled)
+        return np.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":  # _compute_yarn_parameters
+        factor = rs["factor"]
+        orig = rs.get("original_max_position_embeddings") or c["max_position_embeddings"]
+        af = rs.get("attention_factor")
+        if af is None:
+            mscale, mscale_all = rs.get("mscale"), rs.get("mscale_all_dim")
+            af = yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all) if mscale and mscale_all \
+                else yarn_get_mscale(factor)
+        beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def corr_dim(rot):
+            return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+        low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+        if rs.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        extrapolation = 1 - ramp
+        return inv / factor * (1 - extrapolation) + inv * extrapolation, af
+    if kind in ("longrope", "su"):  # _compute_longrope_parameters, short factors (seq_len <= original)
+        orig = c.get("original_max_position_embeddings") or rs.get("original_max_position_embeddings")
+        if orig:
+            factor = c["max_position_embeddings"] / orig
+        else:
+            orig, factor = c["max_position_embeddings"], rs.get("factor", 1.0)
+        af = rs.get("attention_factor")
+        if af is None:
+            af = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        return inv / np.asarray(rs["short_factor"], dtype=np.float64), af
     raise Unsupported(f"rope_scaling type {kind!r}")
 
 

@@ -37,6 +37,8 @@ struct KvLayout {
   int64_t head_dim = 0;
   int64_t window = 0;           // sliding-window attention: a query sees the last `window` positions; 0 = all
   DType dtype = DType::F32;     // element type of the cache
+  float scale = 0.0f;           // softmax scale of q·k; 0 = 1/sqrt(head_dim)
+  float softcap = 0.0f;         // scores = softcap * tanh(scores / softcap) before the mask (Gemma 2); 0 = none
   size_t elements_per_layer() const { return static_cast<size_t>(num_blocks * kv_heads * block_size * head_dim); }
 };
 
@@ -122,6 +124,18 @@ class Backend {
   // a buffer of 4*count F32), the target being logit_targets[first + i] (global ids).
   virtual void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
                            BufferView stats) = 0;
+
+  // ---- model families beyond Llama (issue 15) ---------------------------------------------
+  // Per-head RMSNorm in place: each of `heads` heads (head_dim elements, w [head_dim] F32) of each
+  // of `rows` rows (row stride in elements) becomes rmsnorm(head) * w (Qwen3 / Gemma 3 q/k norms).
+  virtual void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
+                             BufferView w, float eps) = 0;
+  // out[m,i] = gelu_tanh(gu[m,i]) * gu[m, inter+i] (Gemma's GeGLU, HF's gelu_pytorch_tanh).
+  virtual void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) = 0;
+  // x[i] *= factor (Gemma's embedding scale).
+  virtual void scale(BufferView x, size_t count, float factor) = 0;
+  // x[i] = cap * tanh(x[i] / cap) (Gemma 2's final-logit soft-capping).
+  virtual void softcap(BufferView x, size_t count, float cap) = 0;
 
  protected:
   friend class Buffer;

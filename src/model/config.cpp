@@ -155,11 +155,48 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* key = "rope_scaling"
     rs.original_max_position_embeddings = s.positive("original_max_position_embeddings");
     if (!(rs.high_freq_factor > rs.low_freq_factor))
       r.fail(key, "llama3 high_freq_factor must exceed low_freq_factor");
+  } else if (type == "yarn") {
+    rs.type = "yarn";
+    rs.factor = s.positive_number("factor");
+    rs.attention_factor = s.positive_number_or("attention_factor", 0.0);
+    rs.beta_fast = s.positive_number_or("beta_fast", 32.0);
+    rs.beta_slow = s.positive_number_or("beta_slow", 1.0);
+    rs.mscale = s.positive_number_or("mscale", 0.0);
+    rs.mscale_all_dim = s.positive_number_or("mscale_all_dim", 0.0);
+    rs.truncate = s.boolean_or("truncate", true);
+    rs.original_max_position_embeddings = s.positive_or("original_max_position_embeddings", 0);  // 0: the model's
+  } else if (type == "dynamic") {
+    // Dynamic NTK changes the base only for sequences longer than max_position_embeddings (HF's
+    // _compute_dynamic_ntk_parameters), which the context limit never admits: the default rope, exactly.
+    rs.type = "dynamic";
+    rs.factor = s.positive_number("factor");
+    rs.original_max_position_embeddings = s.positive_or("original_max_position_embeddings", 0);
+  } else if (type == "longrope" || type == "su") {
+    rs.type = "longrope";
+    auto factors = [&](const char* name) {
+      if (!s.present(name)) s.fail(name, "missing");
+      const json& a = v.at(name);
+      if (!a.is_array()) s.fail(name, "must be a list of numbers, got " + type_name(a));
+      std::vector<double> out;
+      for (const json& e : a) {
+        if (!e.is_number() || !(e.get<double>() > 0)) s.fail(name, "must hold positive numbers, got " + e.dump());
+        out.push_back(e.get<double>());
+      }
+      return out;
+    };
+    rs.short_factor = factors("short_factor");
+    rs.long_factor = factors("long_factor");
+    rs.factor = s.positive_number_or("factor", 1.0);
+    rs.attention_factor = s.positive_number_or("attention_factor", 0.0);
+    rs.original_max_position_embeddings = s.positive_or("original_max_position_embeddings", 0);
   } else {
-    r.fail(key, "unsupported rope scaling type '" + type + "' (supported: linear, llama3)");
+    r.fail(key, "unsupported rope scaling type '" + type +
+                    "' (supported: linear, llama3, yarn, dynamic, longrope/su)");
   }
   return rs;
 }
+
+double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
 void push_unique(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
   for (int32_t id : ids)
@@ -182,17 +219,26 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     r.fail("architectures", "must be a non-empty list of strings, got " + arch.dump());
   c.architecture = arch[0].get<std::string>();
   std::string default_type;
-  if (c.architecture == "LlamaForCausalLM") {
+  const std::string& a = c.architecture;
+  if (a == "LlamaForCausalLM") {
     default_type = "llama";
-  } else if (c.architecture == "MistralForCausalLM") {
+  } else if (a == "MistralForCausalLM") {
     default_type = "mistral";
-  } else if (c.architecture == "Qwen2ForCausalLM") {
+  } else if (a == "Qwen2ForCausalLM") {
     default_type = "qwen2";
+  } else if (a == "Qwen3ForCausalLM") {
+    default_type = "qwen3";
+  } else if (a == "Phi3ForCausalLM") {
+    default_type = "phi3";
+  } else if (a == "Gemma2ForCausalLM") {
+    default_type = "gemma2";
+  } else if (a == "Gemma3ForCausalLM") {
+    default_type = "gemma3_text";
   } else {
-    r.fail("architectures", "unsupported architecture '" + c.architecture +
-                                "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+    r.fail("architectures", "unsupported architecture '" + a + "' (supported: " + supported_architectures() + ")");
   }
   c.model_type = r.string_or("model_type", default_type);
+  const bool gemma = a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM";
 
   if (j.contains("quantization_config"))
     r.fail("quantization_config", "quantized checkpoints are not supported (only F32/F16/BF16 weights)");
@@ -228,22 +274,98 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     if (!r.present("rope_scaling")) c.rope_scaling = parse_rope_scaling(r, "rope_parameters");
   }
 
-  // Options we support only one value of.
-  std::string act = r.string_or("hidden_act", "silu");
-  if (act != "silu") r.fail("hidden_act", "unsupported activation '" + act + "' (only silu)");
-  if (r.boolean_or("mlp_bias", false)) r.fail("mlp_bias", "MLP biases are not supported");
+  // The gated MLP's activation (Gemma reads hidden_activation; HF's Gemma configs carry both).
+  const char* act_key = gemma && r.present("hidden_activation") ? "hidden_activation" : "hidden_act";
+  c.hidden_act = r.string_or(act_key, gemma ? "gelu_pytorch_tanh" : "silu");
+  if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
+    r.fail(act_key, "unsupported activation '" + c.hidden_act + "' (silu, gelu_pytorch_tanh)");
+  c.mlp_bias = r.boolean_or("mlp_bias", false);
+  if (c.mlp_bias && a != "LlamaForCausalLM") r.fail("mlp_bias", "MLP biases are supported for LlamaForCausalLM only, not " + a);
+  if (r.present("partial_rotary_factor") && r.number("partial_rotary_factor") != 1.0)
+    r.fail("partial_rotary_factor", "partial rotary embeddings are not supported (got " +
+                                        r.obj.at("partial_rotary_factor").dump() + ")");
 
-  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
-  if (c.architecture == "Qwen2ForCausalLM") {
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", gemma);
+  if (a == "Qwen2ForCausalLM") {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases
+  } else if (a == "Phi3ForCausalLM" || gemma) {
+    if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "attention biases are not supported for " + a);
   } else {
     c.attention_bias = r.boolean_or("attention_bias", false);
   }
+  c.fused_projections = a == "Phi3ForCausalLM";
+  c.qk_norm = a == "Qwen3ForCausalLM" || a == "Gemma3ForCausalLM";
+  if (gemma) {
+    c.norm_plus_one = true;
+    c.sandwich_norms = true;
+    c.embedding_scale = std::sqrt(double(c.hidden_size));
+    c.query_pre_attn_scalar = r.positive_number_or("query_pre_attn_scalar", double(c.head_dim));
+    c.attn_logit_softcap = r.positive_number_or("attn_logit_softcapping", 0.0);
+    c.final_logit_softcap = r.positive_number_or("final_logit_softcapping", 0.0);
+    if (a == "Gemma3ForCausalLM") c.rope_local_theta = r.positive_number_or("rope_local_base_freq", 10000.0);
+  }
+
+  // Longrope (Phi-3): HF switches from the short to the long factors, for the whole sequence, once
+  // it outgrows original_max_position_embeddings; the keys already in a KV cache would then be
+  // rotated the other way, so the context stops there and the short factors are the only ones used.
+  if (c.rope_scaling.type == "longrope") {
+    RopeScaling& rs = c.rope_scaling;
+    const size_t half = size_t(c.head_dim / 2);
+    if (rs.short_factor.size() != half || rs.long_factor.size() != half)
+      r.fail("rope_scaling", "longrope short_factor and long_factor must have head_dim / 2 = " + std::to_string(half) +
+                                 " entries, got " + std::to_string(rs.short_factor.size()) + " and " +
+                                 std::to_string(rs.long_factor.size()));
+    double factor = rs.factor;
+    int64_t orig = c.max_position_embeddings;
+    if (r.present("original_max_position_embeddings")) {  // transformers' _compute_longrope_parameters
+      orig = r.positive("original_max_position_embeddings");
+      factor = double(c.max_position_embeddings) / double(orig);
+    } else if (rs.original_max_position_embeddings > 0) {
+      orig = rs.original_max_position_embeddings;
+      factor = double(c.max_position_embeddings) / double(orig);
+    }
+    if (rs.attention_factor == 0.0)
+      rs.attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(orig)));
+    rs.original_max_position_embeddings = orig;
+    c.max_position_embeddings = std::min(c.max_position_embeddings, orig);
+  }
+  if (c.rope_scaling.type == "yarn") {
+    RopeScaling& rs = c.rope_scaling;
+    if (rs.original_max_position_embeddings == 0) rs.original_max_position_embeddings = c.max_position_embeddings;
+    if (rs.attention_factor == 0.0)
+      rs.attention_factor = rs.mscale > 0 && rs.mscale_all_dim > 0
+                                ? yarn_mscale(rs.factor, rs.mscale) / yarn_mscale(rs.factor, rs.mscale_all_dim)
+                                : yarn_mscale(rs.factor, 1.0);
+  }
+  if (c.rope_scaling.type == "dynamic" && c.rope_scaling.original_max_position_embeddings != 0 &&
+      c.rope_scaling.original_max_position_embeddings < c.max_position_embeddings)
+    r.fail("rope_scaling", "dynamic NTK with original_max_position_embeddings " +
+                               std::to_string(c.rope_scaling.original_max_position_embeddings) +
+                               " below max_position_embeddings " + std::to_string(c.max_position_embeddings) +
+                               " is not supported (the base would change mid-sequence, under the KV cache)");
 
   // Sliding-window attention.
-  if (c.architecture == "MistralForCausalLM") {
+  if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM") {
     if (r.present("sliding_window")) c.sliding_window = r.positive("sliding_window");
-  } else if (c.architecture == "Qwen2ForCausalLM") {
+  } else if (gemma) {
+    if (r.present("sliding_window")) {
+      c.sliding_window = r.positive("sliding_window");
+      // Gemma 2: even layers are local; Gemma 3: all but every sliding_window_pattern-th.
+      const int64_t pattern = a == "Gemma2ForCausalLM" ? 2 : r.positive_or("sliding_window_pattern", 6);
+      for (int64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
+      if (r.present("layer_types")) {  // transformers >= 4.53 writes the pattern out
+        const json& lt = j.at("layer_types");
+        if (!lt.is_array() || int64_t(lt.size()) != c.num_layers)
+          r.fail("layer_types", "must be a list of num_hidden_layers strings");
+        for (int64_t i = 0; i < c.num_layers; ++i) {
+          const json& t = lt[size_t(i)];
+          if (t != "sliding_attention" && t != "full_attention")
+            r.fail("layer_types", "unknown layer type " + t.dump() + " (sliding_attention, full_attention)");
+          c.sliding_layers[size_t(i)] = t == "sliding_attention";
+        }
+      }
+    }
+  } else if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM") {
     if (r.boolean_or("use_sliding_window", false) && r.present("sliding_window")) {
       int64_t window = r.positive("sliding_window");
       // HF Qwen2 uses the window only on layers >= max_window_layers.
@@ -257,7 +379,10 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
       }  // else: no layer uses the window
     }
   }
-  if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;  // never reached: no window
+  if (c.sliding_window >= c.max_position_embeddings) {  // never reached: no window
+    c.sliding_window = 0;
+    c.sliding_layers.clear();
+  }
 
   // Special tokens.
   c.bos_token_id = r.token_id_or("bos_token_id", -1);
@@ -325,7 +450,63 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& config) {
     }
     return inv;
   }
+  if (rs.type == "dynamic") return inv;  // see parse_rope_scaling: unchanged within the context
+  if (rs.type == "longrope") {
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= rs.short_factor.at(i);
+    return inv;
+  }
+  if (rs.type == "yarn") {
+    // transformers' _compute_yarn_parameters: extrapolated (unscaled) high frequencies, interpolated
+    // (divided by factor) low ones, a linear ramp between the correction dimensions.
+    const double orig = double(rs.original_max_position_embeddings);
+    auto correction_dim = [&](double rotations) {
+      return double(dim) * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+    };
+    double low = correction_dim(rs.beta_fast), high = correction_dim(rs.beta_slow);
+    if (rs.truncate) low = std::floor(low), high = std::ceil(high);
+    low = std::max(low, 0.0);
+    high = std::min(high, double(dim - 1));
+    if (low == high) high += 0.001;
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+      const double extrapolation = 1.0 - ramp;
+      const double f = inv[size_t(i)];
+      inv[size_t(i)] = f / rs.factor * (1.0 - extrapolation) + f * extrapolation;
+    }
+    return inv;
+  }
   throw Error("rope: unsupported rope scaling type '" + rs.type + "'");
+}
+
+std::vector<double> rope_local_inverse_frequencies(const ModelConfig& config) {
+  if (config.rope_local_theta <= 0) return rope_inverse_frequencies(config);
+  ModelConfig local = config;
+  local.rope_theta = config.rope_local_theta;
+  local.rope_scaling = RopeScaling{};
+  return rope_inverse_frequencies(local);
+}
+
+double rope_attention_factor(const ModelConfig& config) {
+  const RopeScaling& rs = config.rope_scaling;
+  if ((rs.type == "yarn" || rs.type == "longrope") && rs.attention_factor > 0) return rs.attention_factor;
+  return 1.0;
+}
+
+int64_t layer_window(const ModelConfig& config, int64_t layer) {
+  if (config.sliding_window <= 0) return 0;
+  if (config.sliding_layers.empty()) return config.sliding_window;
+  return config.sliding_layers.at(size_t(layer)) ? config.sliding_window : 0;
+}
+
+double attention_score_scale(const ModelConfig& config) {
+  const double base = config.query_pre_attn_scalar > 0 ? config.query_pre_attn_scalar : double(config.head_dim);
+  const double af = rope_attention_factor(config);
+  return af * af / std::sqrt(base);
+}
+
+std::string supported_architectures() {
+  return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+         "Gemma2ForCausalLM, Gemma3ForCausalLM";
 }
 
 }  // namespace tpbatch

@@ -8,16 +8,21 @@
 namespace tpbatch {
 
 struct RopeScaling {
-  std::string type = "none";                // none | linear | llama3
-  double factor = 1.0;                      // linear and llama3
+  std::string type = "none";                // none | linear | llama3 | yarn | dynamic | longrope
+  double factor = 1.0;                      // linear, llama3, yarn, dynamic
   double low_freq_factor = 1.0;             // llama3
   double high_freq_factor = 4.0;            // llama3
-  int64_t original_max_position_embeddings = 8192;  // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn (else max_position_embeddings), longrope
+  double beta_fast = 32.0, beta_slow = 1.0; // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;  // yarn (DeepSeek-style attention factor; 0 = unset)
+  bool truncate = true;                     // yarn: round the correction range to whole dimensions
+  double attention_factor = 0.0;            // yarn, longrope: explicit attention factor (0 = derived)
+  std::vector<double> short_factor, long_factor;  // longrope: per-frequency divisors (head_dim / 2 each)
 };
 
 struct ModelConfig {
-  std::string architecture;                 // LlamaForCausalLM | MistralForCausalLM | Qwen2ForCausalLM
-  std::string model_type;                   // llama | mistral | qwen2
+  std::string architecture;                 // see supported_architectures()
+  std::string model_type;                   // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_layers = 0;
@@ -31,7 +36,21 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;              // q/k/v biases (Qwen2)
+  bool mlp_bias = false;                    // gate/up/down biases (Llama's mlp_bias)
   int64_t sliding_window = 0;               // 0 = none
+  // Layers that use sliding_window (empty = all of them, when sliding_window > 0): Gemma 2/3
+  // alternate local (windowed) and global layers.
+  std::vector<bool> sliding_layers;
+  std::string hidden_act = "silu";          // silu | gelu_pytorch_tanh (gated MLP activation)
+  bool fused_projections = false;           // Phi-3: qkv_proj and gate_up_proj tensors
+  bool qk_norm = false;                     // Qwen3, Gemma 3: per-head RMSNorm of q and k before RoPE
+  bool norm_plus_one = false;               // Gemma: RMSNorm scales by (1 + weight)
+  bool sandwich_norms = false;              // Gemma 2/3: norms after attention and MLP too, and before the MLP
+  double embedding_scale = 0.0;             // Gemma: embeddings times sqrt(hidden_size); 0 = none
+  double query_pre_attn_scalar = 0.0;       // Gemma: scores scaled by its -1/2 power instead of head_dim's; 0 = none
+  double attn_logit_softcap = 0.0;          // Gemma 2: scores = cap * tanh(scores / cap); 0 = none
+  double final_logit_softcap = 0.0;         // Gemma 2: logits likewise
+  double rope_local_theta = 0.0;            // Gemma 3: rope base of the sliding layers (unscaled); 0 = as global
   int32_t bos_token_id = -1;                // -1 = none
   std::vector<int32_t> eos_token_ids;       // config's and generation_config's, deduplicated
   std::string torch_dtype = "float32";
@@ -46,5 +65,17 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
 
 // RoPE inverse frequencies (head_dim/2 of them), rope_scaling applied as Hugging Face does.
 std::vector<double> rope_inverse_frequencies(const ModelConfig& config);
+// The local (sliding) layers' frequencies: Gemma 3's rope_local_base_freq, never scaled.
+std::vector<double> rope_local_inverse_frequencies(const ModelConfig& config);
+// Hugging Face's `attention_scaling` of the rope type (multiplies cos and sin, so q·k by its
+// square): yarn's mscale and longrope's attention factor; 1 otherwise.
+double rope_attention_factor(const ModelConfig& config);
+// Does layer `layer` attend through the sliding window?
+int64_t layer_window(const ModelConfig& config, int64_t layer);
+// Softmax scale of the attention scores: query_pre_attn_scalar^-1/2 or head_dim^-1/2, times the
+// rope attention factor squared.
+double attention_score_scale(const ModelConfig& config);
+// "LlamaForCausalLM, ..." for messages.
+std::string supported_architectures();
 
 }  // namespace tpbatch

@@ -1,6 +1,7 @@
 #include "model/llama_shard.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -26,6 +27,17 @@ class Staging {
     return *this;
   }
   Staging& all(const std::string& name, int64_t cols) { return rows(name, 0, 1, 0, cols); }
+  // Adds `x` to every staged element (F32 staging only): Gemma's (1 + weight) norms.
+  Staging& plus(float x) {
+    if (dtype_ != DType::F32) throw Error("internal error: Staging::plus on a non-F32 staging");
+    for (size_t i = 0; i + 4 <= bytes_.size(); i += 4) {
+      float f;
+      std::memcpy(&f, bytes_.data() + i, 4);
+      f += x;
+      std::memcpy(bytes_.data() + i, &f, 4);
+    }
+    return *this;
+  }
 
   Buffer upload(Backend& be) {
     Buffer b = be.alloc(bytes_.size() / dtype_size(dtype_), dtype_);
@@ -51,9 +63,11 @@ DType weight_dtype_for(const std::string& job_dtype, DType storage) {
 
 size_t LlamaShard::weight_bytes() const {
   size_t n = embedding.bytes() + lm_head.bytes() + final_norm.bytes();
+  n += inv_freq.bytes() + inv_freq_local.bytes();
   for (const auto& l : layers)
     n += l.input_norm.bytes() + l.post_norm.bytes() + l.wqkv.bytes() + l.bqkv.bytes() + l.wo.bytes() + l.wgu.bytes() +
-         l.wdown.bytes() + l.bo.bytes();
+         l.wdown.bytes() + l.bo.bytes() + l.pre_ffn_norm.bytes() + l.post_ffn_norm.bytes() + l.q_norm.bytes() +
+         l.k_norm.bytes() + l.bgu.bytes() + l.bdown.bytes();
   return n;
 }
 
@@ -73,16 +87,20 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   s.kv_heads = s.kv_head_range.size();
   s.inter = s.inter_range.size();
   for (int i = 0; i < t; ++i) s.vocab_shard_max = std::max(s.vocab_shard_max, balanced_split(cfg.vocab_size, t, i).size());
-  {
+  auto upload_freqs = [&](const std::vector<double>& freqs) {
     std::vector<float> inv;
-    for (double f : rope_inverse_frequencies(cfg)) inv.push_back(static_cast<float>(f));
-    s.inv_freq = be.alloc(inv.size(), DType::F32);
-    be.upload(s.inv_freq.view(), inv.data(), inv.size() * sizeof(float));
-  }
+    for (double f : freqs) inv.push_back(static_cast<float>(f));
+    Buffer b = be.alloc(inv.size(), DType::F32);
+    be.upload(b.view(), inv.data(), inv.size() * sizeof(float));
+    return b;
+  };
+  s.inv_freq = upload_freqs(rope_inverse_frequencies(cfg));
+  if (cfg.rope_local_theta > 0) s.inv_freq_local = upload_freqs(rope_local_inverse_frequencies(cfg));
   Staging big(w, wt), small(w, DType::F32);
 
   const int64_t V = cfg.vocab_size, I = cfg.intermediate_size;
   const bool lm_head_tied = cfg.tie_word_embeddings || !w.has("lm_head.weight");
+  const float norm_offset = cfg.norm_plus_one ? 1.0f : 0.0f;
   if (place.has_embedding || (place.has_lm_head && lm_head_tied)) {
     w.expect_shape("model.embed_tokens.weight", {V, H});
     s.embedding = big.rows("model.embed_tokens.weight", s.vocab_range.begin, s.vocab_range.size(), 0, H).upload(be);
@@ -93,34 +111,55 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       s.lm_head = big.rows("lm_head.weight", s.vocab_range.begin, s.vocab_range.size(), 0, H).upload(be);
     }
     w.expect_shape("model.norm.weight", {H});
-    s.final_norm = small.all("model.norm.weight", H).upload(be);
+    s.final_norm = small.all("model.norm.weight", H).plus(norm_offset).upload(be);
   }
 
   for (int64_t layer = place.layers.begin; layer < place.layers.end; ++layer) {
     LayerShard L;
     auto name = [&](const char* suffix) { return layer_name(layer, suffix); };
-    w.expect_shape(name("input_layernorm.weight"), {H});
-    w.expect_shape(name("post_attention_layernorm.weight"), {H});
-    w.expect_shape(name("self_attn.q_proj.weight"), {cfg.num_heads * hd, H});
-    w.expect_shape(name("self_attn.k_proj.weight"), {cfg.num_kv_heads * hd, H});
-    w.expect_shape(name("self_attn.v_proj.weight"), {cfg.num_kv_heads * hd, H});
-    w.expect_shape(name("self_attn.o_proj.weight"), {H, cfg.num_heads * hd});
-    w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
-    w.expect_shape(name("mlp.up_proj.weight"), {I, H});
-    w.expect_shape(name("mlp.down_proj.weight"), {H, I});
-    L.input_norm = small.all(name("input_layernorm.weight"), H).upload(be);
-    L.post_norm = small.all(name("post_attention_layernorm.weight"), H).upload(be);
+    auto norm = [&](const char* suffix, int64_t n) {
+      w.expect_shape(name(suffix), {n});
+      return small.all(name(suffix), n).plus(norm_offset).upload(be);
+    };
+    L.input_norm = norm("input_layernorm.weight", H);
+    L.post_norm = norm("post_attention_layernorm.weight", H);
+    if (cfg.sandwich_norms) {
+      L.pre_ffn_norm = norm("pre_feedforward_layernorm.weight", H);
+      L.post_ffn_norm = norm("post_feedforward_layernorm.weight", H);
+    }
+    if (cfg.qk_norm) {
+      L.q_norm = norm("self_attn.q_norm.weight", hd);
+      L.k_norm = norm("self_attn.k_norm.weight", hd);
+    }
 
     const int64_t q0 = s.q_head_range.begin * hd, nq = s.q_heads * hd;
     const int64_t k0 = s.kv_head_range.begin * hd, nk = s.kv_heads * hd;
-    L.wqkv = big.rows(name("self_attn.q_proj.weight"), q0, nq, 0, H)
-                 .rows(name("self_attn.k_proj.weight"), k0, nk, 0, H)
-                 .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
-                 .upload(be);
+    const int64_t i0 = s.inter_range.begin, ni = s.inter;
+    const int64_t Q = cfg.num_heads * hd, KV = cfg.num_kv_heads * hd;
+    w.expect_shape(name("self_attn.o_proj.weight"), {H, Q});
+    w.expect_shape(name("mlp.down_proj.weight"), {H, I});
+    if (cfg.fused_projections) {  // Phi-3: [q | k | v] and [gate | up] rows in one tensor each
+      const std::string qkv = name("self_attn.qkv_proj.weight"), gu = name("mlp.gate_up_proj.weight");
+      w.expect_shape(qkv, {Q + 2 * KV, H});
+      w.expect_shape(gu, {2 * I, H});
+      L.wqkv = big.rows(qkv, q0, nq, 0, H).rows(qkv, Q + k0, nk, 0, H).rows(qkv, Q + KV + k0, nk, 0, H).upload(be);
+      L.wgu = big.rows(gu, i0, ni, 0, H).rows(gu, I + i0, ni, 0, H).upload(be);
+    } else {
+      w.expect_shape(name("self_attn.q_proj.weight"), {Q, H});
+      w.expect_shape(name("self_attn.k_proj.weight"), {KV, H});
+      w.expect_shape(name("self_attn.v_proj.weight"), {KV, H});
+      w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
+      w.expect_shape(name("mlp.up_proj.weight"), {I, H});
+      L.wqkv = big.rows(name("self_attn.q_proj.weight"), q0, nq, 0, H)
+                   .rows(name("self_attn.k_proj.weight"), k0, nk, 0, H)
+                   .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
+                   .upload(be);
+      L.wgu = big.rows(name("mlp.gate_proj.weight"), i0, ni, 0, H).rows(name("mlp.up_proj.weight"), i0, ni, 0, H).upload(be);
+    }
     if (cfg.attention_bias) {
-      w.expect_shape(name("self_attn.q_proj.bias"), {cfg.num_heads * hd});
-      w.expect_shape(name("self_attn.k_proj.bias"), {cfg.num_kv_heads * hd});
-      w.expect_shape(name("self_attn.v_proj.bias"), {cfg.num_kv_heads * hd});
+      w.expect_shape(name("self_attn.q_proj.bias"), {Q});
+      w.expect_shape(name("self_attn.k_proj.bias"), {KV});
+      w.expect_shape(name("self_attn.v_proj.bias"), {KV});
       L.bqkv = small.rows(name("self_attn.q_proj.bias"), 0, 1, q0, nq)
                    .rows(name("self_attn.k_proj.bias"), 0, 1, k0, nk)
                    .rows(name("self_attn.v_proj.bias"), 0, 1, k0, nk)
@@ -130,11 +169,15 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       w.expect_shape(name("self_attn.o_proj.bias"), {H});
       L.bo = small.all(name("self_attn.o_proj.bias"), H).upload(be);
     }
+    if (cfg.mlp_bias) {
+      w.expect_shape(name("mlp.gate_proj.bias"), {I});
+      w.expect_shape(name("mlp.up_proj.bias"), {I});
+      w.expect_shape(name("mlp.down_proj.bias"), {H});
+      L.bgu = small.rows(name("mlp.gate_proj.bias"), 0, 1, i0, ni).rows(name("mlp.up_proj.bias"), 0, 1, i0, ni).upload(be);
+      L.bdown = small.all(name("mlp.down_proj.bias"), H).upload(be);
+    }
     L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, q0, nq).upload(be);
-    L.wgu = big.rows(name("mlp.gate_proj.weight"), s.inter_range.begin, s.inter, 0, H)
-                .rows(name("mlp.up_proj.weight"), s.inter_range.begin, s.inter, 0, H)
-                .upload(be);
-    L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, s.inter_range.begin, s.inter).upload(be);
+    L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, i0, ni).upload(be);
     s.layers.push_back(std::move(L));
   }
   return s;
@@ -149,6 +192,9 @@ int64_t shard_parameter_count(const ModelConfig& cfg, const ShardPlacement& plac
   const int64_t vocab = balanced_split(cfg.vocab_size, t, r).size();
   int64_t per_layer = 2 * H + (q + 2 * kv) * H + H * q + 3 * inter * H;
   if (cfg.attention_bias) per_layer += q + 2 * kv;
+  if (cfg.sandwich_norms) per_layer += 2 * H;
+  if (cfg.qk_norm) per_layer += 2 * hd;
+  if (cfg.mlp_bias) per_layer += 2 * inter + H;
   int64_t n = per_layer * place.layers.size();
   const bool tied = cfg.tie_word_embeddings;
   if (place.has_embedding) n += vocab * H;

@@ -1,10 +1,12 @@
 #pragma once
-// One rank's Megatron shard of a Llama-family model, read straight from the memory-mapped
+// One rank's Megatron shard of a Llama-family model (Llama, Mistral, Qwen2/3, Phi-3, Gemma 2/3), read straight from the memory-mapped
 // safetensors (each rank copies only its slices):
 //   ColumnParallelLinear  q/k/v (fused) and gate/up (fused): this rank's output rows
 //   RowParallelLinear     o_proj and down: this rank's input columns, partial sums allreduced
 //   VocabParallelEmbedding / LM head: this rank's vocabulary rows
-// With TP > KV heads each rank keeps one KV head, replicated TP / KV times.
+// With TP > KV heads each rank keeps one KV head, replicated TP / KV times. Phi-3's fused qkv_proj
+// and gate_up_proj are cut into the same slices (rows of q, k, v; rows of gate, up).
+// Norm weights are stored as the factor they multiply by: Gemma's (1 + weight) is added at load.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,7 +29,11 @@ struct ShardPlacement {
 // Weights are backend Buffers: linear layers and the embedding in the weight dtype (the storage
 // dtype unless the job asks for another), norms and biases in F32.
 struct LayerShard {
-  Buffer input_norm, post_norm;  // [H]
+  Buffer input_norm, post_norm;  // [H]; with sandwich norms post_norm follows attention (Gemma)
+  Buffer pre_ffn_norm, post_ffn_norm;  // [H], sandwich norms only (Gemma 2/3)
+  Buffer q_norm, k_norm;         // [head_dim], per-head q/k norms only (Qwen3, Gemma 3)
+  Buffer bgu;                    // [2 * inter] gate then up biases, or empty (mlp_bias)
+  Buffer bdown;                  // [H], or empty; added after the allreduce
   Buffer wqkv;                   // [(q_heads + 2 kv_heads) * head_dim, H]
   Buffer bqkv;                   // same rows, or empty
   Buffer wo;                     // [H, q_heads * head_dim]
@@ -46,6 +52,7 @@ struct LlamaShard {
   Range q_head_range, kv_head_range, inter_range, vocab_range;
   int64_t vocab_shard_max = 0;   // largest vocab shard over the TP group (for padded gathers)
   Buffer inv_freq;               // RoPE, F32 [head_dim / 2]
+  Buffer inv_freq_local;         // the sliding layers' RoPE when it differs (Gemma 3), else empty
   Buffer embedding;              // [vocab shard, H] (first stage; with tied weights also the LM head)
   Buffer lm_head;                // [vocab shard, H] unless tied
   Buffer final_norm;             // [H] (last stage)

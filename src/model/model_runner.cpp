@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "model/shard_bytes.h"
 
 namespace tpbatch {
 namespace {
@@ -18,6 +19,16 @@ ModelRunner::ModelRunner(LlamaShard shard, Backend& backend, Communicator& tp, K
   kv_.kv_heads = shard_.kv_heads;
   kv_.head_dim = shard_.config.head_dim;
   kv_.window = shard_.config.sliding_window;
+  // Each layer's attention: its window (Gemma alternates local and global layers), score scale
+  // (query_pre_attn_scalar, rope attention factor) and soft-cap.
+  const ModelConfig& c = shard_.config;
+  for (int64_t layer = shard_.placement.layers.begin; layer < shard_.placement.layers.end; ++layer) {
+    KvLayout lk = kv_;
+    lk.window = layer_window(c, layer);
+    lk.scale = static_cast<float>(attention_score_scale(c));
+    lk.softcap = static_cast<float>(c.attn_logit_softcap);
+    layer_kv_.push_back(lk);
+  }
   for (size_t l = 0; l < shard_.layers.size(); ++l) {
     k_cache_.push_back(be_.alloc(kv_.elements_per_layer(), kv_.dtype));
     v_cache_.push_back(be_.alloc(kv_.elements_per_layer(), kv_.dtype));
@@ -29,8 +40,7 @@ size_t ModelRunner::kv_cache_bytes() const {
 }
 
 int64_t ModelRunner::kv_bytes_per_token(const ModelConfig& config, int tensor, int64_t layers, DType kv_dtype) {
-  const int64_t kv_heads = kv_heads_of_rank(config, tensor, 0).size();
-  return 2 * kv_heads * config.head_dim * static_cast<int64_t>(dtype_size(kv_dtype)) * layers;
+  return kv_bytes_per_token_of_rank(config, tensor, 0, layers, kv_dtype);  // the formula `plan` uses too
 }
 
 BufferView ModelRunner::scratch(Buffer& b, size_t count, DType dtype) {
@@ -67,6 +77,8 @@ void ModelRunner::run_stage(const StepInputs& in) {
   if (first_stage()) {
     be_.embedding(shard_.embedding.view(), shard_.vocab_range.begin, shard_.vocab_range.end, H, x);
     tp_.allreduce_sum(x, static_cast<size_t>(rows * H));  // VocabParallelEmbedding: each row came from one shard
+    if (shard_.config.embedding_scale > 0)  // Gemma: embeddings times sqrt(hidden_size)
+      be_.scale(x, static_cast<size_t>(rows * H), static_cast<float>(shard_.config.embedding_scale));
   }
   for (size_t l = 0; l < shard_.layers.size(); ++l) layer_forward(l, rows);
 }
@@ -84,29 +96,56 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
   BufferView attn = scratch(attn_, n * nq, act_);
   BufferView proj = scratch(proj_, n * H, act_);
 
-  // Attention block: ColumnParallel qkv -> RoPE -> paged attention -> RowParallel o_proj -> allreduce.
+  // Attention block: ColumnParallel qkv -> (per-head q/k norms) -> RoPE -> paged attention ->
+  // RowParallel o_proj -> allreduce.
   be_.rmsnorm(x, L.input_norm.view(), h, rows, H, eps);
   be_.matmul_nt(h, L.wqkv.view(), qkv, rows, nqkv, H);
   if (!L.bqkv.empty()) be_.add_bias(qkv, L.bqkv.view(), rows, nqkv);
-  be_.rope(qkv, nqkv, shard_.q_heads, hd, shard_.inv_freq.view());
-  be_.rope(qkv.at(nq), nqkv, shard_.kv_heads, hd, shard_.inv_freq.view());
-  be_.paged_attention(qkv, nqkv, qkv.at(nq), qkv.at(nq + nk), nqkv, k_cache_[l].view(), v_cache_[l].view(), kv_,
+  if (!L.q_norm.empty()) {  // Qwen3, Gemma 3: before RoPE
+    be_.rmsnorm_heads(qkv, rows, nqkv, shard_.q_heads, hd, L.q_norm.view(), eps);
+    be_.rmsnorm_heads(qkv.at(nq), rows, nqkv, shard_.kv_heads, hd, L.k_norm.view(), eps);
+  }
+  const KvLayout& kv = layer_kv_[l];
+  // Gemma 3's local (sliding) layers rotate with their own base.
+  const BufferView inv_freq = kv.window > 0 && !shard_.inv_freq_local.empty() ? shard_.inv_freq_local.view()
+                                                                               : shard_.inv_freq.view();
+  be_.rope(qkv, nqkv, shard_.q_heads, hd, inv_freq);
+  be_.rope(qkv.at(nq), nqkv, shard_.kv_heads, hd, inv_freq);
+  be_.paged_attention(qkv, nqkv, qkv.at(nq), qkv.at(nq + nk), nqkv, k_cache_[l].view(), v_cache_[l].view(), kv,
                       shard_.q_heads, attn);
   be_.matmul_nt(attn, L.wo.view(), proj, rows, H, nq);
   tp_.allreduce_sum(proj, n * H);
   if (!L.bo.empty()) be_.add_bias(proj, L.bo.view(), rows, H);  // once, after the partial sums are reduced
 
-  // MLP block: (residual add fused with the norm) ColumnParallel gate/up -> SiLU·up -> RowParallel
-  // down -> allreduce.
+  // MLP block: (residual add fused with the norm) ColumnParallel gate/up -> act(gate)·up -> RowParallel
+  // down -> allreduce. Gemma's sandwich norms also normalise each block's output before the
+  // residual add, and the MLP's input with a norm of its own.
   const int64_t I = shard_.inter;
   BufferView gu = scratch(gu_, n * 2 * I, act_);
   BufferView act = scratch(act_buf_, n * I, act_);
-  be_.add_rmsnorm(x, proj, L.post_norm.view(), h, rows, H, eps);
+  if (L.pre_ffn_norm.empty()) {
+    be_.add_rmsnorm(x, proj, L.post_norm.view(), h, rows, H, eps);
+  } else {
+    be_.rmsnorm(proj, L.post_norm.view(), h, rows, H, eps);
+    be_.add(x, h, n * H);
+    be_.rmsnorm(x, L.pre_ffn_norm.view(), h, rows, H, eps);
+  }
   be_.matmul_nt(h, L.wgu.view(), gu, rows, 2 * I, H);
-  be_.silu_mul(gu, act, rows, I);
+  if (!L.bgu.empty()) be_.add_bias(gu, L.bgu.view(), rows, 2 * I);
+  if (c.hidden_act == "gelu_pytorch_tanh") {
+    be_.gelu_tanh_mul(gu, act, rows, I);
+  } else {
+    be_.silu_mul(gu, act, rows, I);
+  }
   be_.matmul_nt(act, L.wdown.view(), proj, rows, H, I);
   tp_.allreduce_sum(proj, n * H);
-  be_.add(x, proj, n * H);
+  if (!L.bdown.empty()) be_.add_bias(proj, L.bdown.view(), rows, H);
+  if (L.post_ffn_norm.empty()) {
+    be_.add(x, proj, n * H);
+  } else {
+    be_.rmsnorm(proj, L.post_ffn_norm.view(), h, rows, H, eps);
+    be_.add(x, h, n * H);
+  }
 }
 
 void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
@@ -136,6 +175,7 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
     be_.gather_logit_rows(x_.view(), H, p0, n, hrows);
     be_.rmsnorm(hrows, shard_.final_norm.view(), normed, n, H, static_cast<float>(c.rms_norm_eps));
     be_.matmul_nt(normed, shard_.lm_head_weights(), logits, n, vn, H);
+    if (c.final_logit_softcap > 0) be_.softcap(logits, un * vn, static_cast<float>(c.final_logit_softcap));  // Gemma 2
     be_.logit_stats(logits, n, vn, v0, p0, stats);
     tp_.allgather(stats, all_stats, un * sizeof(LogitStats));
     all.resize(un * tp);

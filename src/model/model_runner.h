@@ -48,6 +48,7 @@ class ModelRunner {
   Backend& be_;
   Communicator& tp_;
   KvLayout kv_;
+  std::vector<KvLayout> layer_kv_;  // per local layer: kv_ with the layer's window, score scale and soft-cap
   DType act_;
   std::vector<Buffer> k_cache_, v_cache_;  // per layer
   // Step scratch in backend memory, grown to the largest step seen.

@@ -26,6 +26,7 @@ struct Resolved {
   std::string architecture, model_type;
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, max_pos = 0;
   bool tied = false, attention_bias = false;
+  bool qk_norm = false, fused = false, gemma = false;  // Qwen3 / Gemma 3; Phi-3; Gemma 2 / 3
   std::string dtype;  // float32 | bfloat16 | float16
   std::string rope_scaling;
   double rope_theta = 10000.0, rms_norm_eps = 1e-5;
@@ -95,9 +96,26 @@ Resolved resolve(const MakeModelOptions& o) {
     r.model_type = "qwen2";
     r.attention_bias = true;
     r.rms_norm_eps = 1e-6;
+  } else if (r.architecture == "Qwen3ForCausalLM") {
+    r.model_type = "qwen3";
+    r.attention_bias = o.attention_bias;
+    r.qk_norm = true;
+    r.rms_norm_eps = 1e-6;
+  } else if (r.architecture == "Phi3ForCausalLM") {
+    r.model_type = "phi3";
+    r.fused = true;
+    if (o.attention_bias) throw Error("make-model: Phi3ForCausalLM has no attention biases");
+  } else if (r.architecture == "Gemma2ForCausalLM" || r.architecture == "Gemma3ForCausalLM") {
+    r.model_type = r.architecture == "Gemma2ForCausalLM" ? "gemma2" : "gemma3_text";
+    r.gemma = true;
+    r.qk_norm = r.architecture == "Gemma3ForCausalLM";
+    r.rms_norm_eps = 1e-6;
+    if (o.tie_word_embeddings == -1) r.tied = true;
+    if (o.attention_bias) throw Error("make-model: " + r.architecture + " has no attention biases");
   } else {
     throw Error("make-model: unknown architecture '" + r.architecture +
-                "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+                "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+                "Gemma2ForCausalLM, Gemma3ForCausalLM)");
   }
   r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
   if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
@@ -130,7 +148,32 @@ std::string config_json(const Resolved& r) {
   } else {
     j["rope_scaling"] = nullptr;
   }
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = r.gemma ? "gelu_pytorch_tanh" : "silu";
+  if (r.gemma) {
+    // Gemma's defaults (transformers' Gemma2Config / Gemma3TextConfig), the sliding window shortened
+    // so that test prompts outgrow it.
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["query_pre_attn_scalar"] = r.head_dim;
+    j["sliding_window"] = 32;
+    if (r.architecture == "Gemma2ForCausalLM") {
+      j["attn_logit_softcapping"] = 50.0;
+      j["final_logit_softcapping"] = 30.0;
+    } else {
+      j["attn_logit_softcapping"] = nullptr;
+      j["final_logit_softcapping"] = nullptr;
+      j["rope_local_base_freq"] = 10000.0;
+      j["sliding_window_pattern"] = 6;
+    }
+  }
+  if (r.architecture == "Phi3ForCausalLM") {
+    j["original_max_position_embeddings"] = r.max_pos;
+    j["sliding_window"] = nullptr;
+  }
+  if (r.architecture == "Qwen3ForCausalLM") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = r.layers;
+  }
   if (r.architecture != "Qwen2ForCausalLM") j["attention_bias"] = r.attention_bias;
   j["attention_dropout"] = 0.0;
   if (r.architecture == "LlamaForCausalLM") j["mlp_bias"] = false;
@@ -240,14 +283,32 @@ std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
   const int64_t q_out = r.heads * r.head_dim, kv_out = r.kv_heads * r.head_dim;
   t["model.embed_tokens.weight"] = {{r.vocab, r.hidden}, 0.0f, e};
   if (!r.tied) t["lm_head.weight"] = {{r.vocab, r.hidden}, 0.0f, e};
-  t["model.norm.weight"] = {{r.hidden}, 1.0f, 0.02f};
+  // Gemma's norms multiply by (1 + weight): the same factors come from weights around 0.
+  const float norm_mean = r.gemma ? 0.0f : 1.0f;
+  t["model.norm.weight"] = {{r.hidden}, norm_mean, 0.02f};
   for (int64_t l = 0; l < r.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    t[p + "input_layernorm.weight"] = {{r.hidden}, 1.0f, 0.02f};
-    t[p + "post_attention_layernorm.weight"] = {{r.hidden}, 1.0f, 0.02f};
-    t[p + "self_attn.q_proj.weight"] = {{q_out, r.hidden}, 0.0f, in_std};
-    t[p + "self_attn.k_proj.weight"] = {{kv_out, r.hidden}, 0.0f, in_std};
-    t[p + "self_attn.v_proj.weight"] = {{kv_out, r.hidden}, 0.0f, in_std};
+    t[p + "input_layernorm.weight"] = {{r.hidden}, norm_mean, 0.02f};
+    t[p + "post_attention_layernorm.weight"] = {{r.hidden}, norm_mean, 0.02f};
+    if (r.gemma) {
+      // The post-norms set the size of each block's update to the residual stream: (1 + 5) per
+      // element, like alpha * e above, so that the layers, not the sqrt(hidden)-scaled input
+      // embedding (4 per element), dominate the last hidden state.
+      t[p + "post_attention_layernorm.weight"] = {{r.hidden}, 5.0f, 0.5f};
+      t[p + "pre_feedforward_layernorm.weight"] = {{r.hidden}, norm_mean, 0.02f};
+      t[p + "post_feedforward_layernorm.weight"] = {{r.hidden}, 5.0f, 0.5f};
+    }
+    if (r.qk_norm) {  // spread widely, so that a norm applied to the wrong head or not at all shows
+      t[p + "self_attn.q_norm.weight"] = {{r.head_dim}, norm_mean, 0.3f};
+      t[p + "self_attn.k_norm.weight"] = {{r.head_dim}, norm_mean, 0.3f};
+    }
+    if (r.fused) {  // Phi-3: [q | k | v] rows
+      t[p + "self_attn.qkv_proj.weight"] = {{q_out + 2 * kv_out, r.hidden}, 0.0f, in_std};
+    } else {
+      t[p + "self_attn.q_proj.weight"] = {{q_out, r.hidden}, 0.0f, in_std};
+      t[p + "self_attn.k_proj.weight"] = {{kv_out, r.hidden}, 0.0f, in_std};
+      t[p + "self_attn.v_proj.weight"] = {{kv_out, r.hidden}, 0.0f, in_std};
+    }
     t[p + "self_attn.o_proj.weight"] = {{r.hidden, q_out}, 0.0f, float(alpha * e / std::sqrt(double(q_out)))};
     if (r.attention_bias) {
       t[p + "self_attn.q_proj.bias"] = {{q_out}, 0.0f, 0.1f};
@@ -256,8 +317,12 @@ std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
       // Llama's attention_bias also biases o_proj (transformers' LlamaAttention); Qwen2's does not.
       if (r.architecture == "LlamaForCausalLM") t[p + "self_attn.o_proj.bias"] = {{r.hidden}, 0.0f, 0.1f};
     }
-    t[p + "mlp.gate_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
-    t[p + "mlp.up_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
+    if (r.fused) {  // Phi-3: [gate | up] rows
+      t[p + "mlp.gate_up_proj.weight"] = {{2 * r.intermediate, r.hidden}, 0.0f, in_std};
+    } else {
+      t[p + "mlp.gate_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
+      t[p + "mlp.up_proj.weight"] = {{r.intermediate, r.hidden}, 0.0f, in_std};
+    }
     t[p + "mlp.down_proj.weight"] = {{r.hidden, r.intermediate}, 0.0f,
                                      float(2.0 * alpha * e / std::sqrt(double(r.intermediate)))};
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A model folder whose config.json asks for something tpbatch does not implement (another
-# architecture, another rope scaling, another activation, ...) fails the run with exit status 1 and
+# architecture, another rope scaling, another activation, ...; issue 15 made yarn, dynamic NTK,
+# longrope and Llama's mlp_bias work: tests/mpi/test_model_families_beyond_llama_match_reference.sh) fails the run with exit status 1 and
 # a message that names the option and its value, instead of computing something else.
 source "$(dirname "$0")/lib.sh"
 "$TPBATCH" make-model "$WORK/base" --preset tiny --layers 2 >/dev/null
@@ -30,11 +31,18 @@ PY
 }
 
 case_ architecture base 'c["architectures"] = ["GPT2LMHeadModel"]' GPT2LMHeadModel architectures
-case_ rope_yarn base 'c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}' \
-  yarn rope_scaling
-case_ rope_dynamic base 'c["rope_scaling"] = {"type": "dynamic", "factor": 2.0}' dynamic rope_scaling
+case_ gemma3_multimodal base 'c["architectures"] = ["Gemma3ForConditionalGeneration"]' Gemma3ForConditionalGeneration \
+  architectures
+case_ rope_ntk base 'c["rope_scaling"] = {"rope_type": "ntk", "factor": 4.0}' ntk rope_scaling
+# Dynamic NTK is the default rope within max_position_embeddings (supported); with a smaller
+# original_max_position_embeddings the base would change mid-sequence.
+case_ rope_dynamic_short base \
+  'c["rope_scaling"] = {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 128}' dynamic rope_scaling
+case_ rope_longrope_factors base \
+  'c["rope_scaling"] = {"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]}' longrope short_factor
+case_ partial_rotary base 'c["partial_rotary_factor"] = 0.5' partial_rotary_factor
 case_ hidden_act base 'c["hidden_act"] = "gelu"' gelu hidden_act
-case_ mlp_bias base 'c["mlp_bias"] = True' mlp_bias
+case_ mlp_bias_qwen2 qwen2 'c["mlp_bias"] = True' mlp_bias Qwen2ForCausalLM
 case_ quantized base 'c["quantization_config"] = {"quant_method": "gptq", "bits": 4}' quantization_config
 case_ qwen2_partial_window qwen2 'c.update(use_sliding_window=True, sliding_window=16, max_window_layers=1)' \
   max_window_layers

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -188,9 +189,9 @@ TEST(ModelConfig, ParsesLinearRopeScalingWithOldTypeKey) {
 
 TEST(ModelConfig, UnsupportedRopeScalingIsNamed) {
   json j = base_config();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  j["rope_scaling"] = {{"rope_type", "ntk"}, {"factor", 4.0}};
   const std::string msg = error_of(j);
-  EXPECT_NE(msg.find("yarn"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ntk"), std::string::npos) << msg;
   EXPECT_NE(msg.find("rope_scaling"), std::string::npos) << msg;
 }
 
@@ -210,10 +211,116 @@ TEST(ModelConfig, HiddenActGeluIsRejected) {
   EXPECT_NE(msg.find("gelu"), std::string::npos) << msg;
 }
 
-TEST(ModelConfig, MlpBiasIsRejected) {
+TEST(ModelConfig, MlpBiasIsLlamaOnly) {
   json j = base_config();
   j["mlp_bias"] = true;
-  EXPECT_NE(error_of(j).find("mlp_bias"), std::string::npos);
+  EXPECT_TRUE(parse(j).mlp_bias);
+  j["architectures"] = {"MistralForCausalLM"};
+  const std::string msg = error_of(j);
+  EXPECT_NE(msg.find("mlp_bias"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MistralForCausalLM"), std::string::npos) << msg;
+}
+
+// ---- issue 15: families beyond Llama ----------------------------------------------------------
+
+TEST(ModelConfig, Qwen3HasQkNormAndItsOwnHeadDim) {
+  json j = base_config();
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["head_dim"] = 32;  // != 64 / 8
+  const ModelConfig c = parse(j);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.model_type, "qwen3");
+}
+
+TEST(ModelConfig, Phi3IsFusedAndLongropeCapsTheContext) {
+  json j = base_config();
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["max_position_embeddings"] = 512;
+  j["original_max_position_embeddings"] = 128;
+  j["rope_scaling"] = {{"type", "su"}, {"short_factor", std::vector<double>(4, 2.0)},
+                       {"long_factor", std::vector<double>(4, 8.0)}};
+  const ModelConfig c = parse(j);
+  EXPECT_TRUE(c.fused_projections);
+  EXPECT_EQ(c.rope_scaling.type, "longrope");
+  EXPECT_EQ(c.max_position_embeddings, 128);  // short factors only: see config.cpp
+  EXPECT_NEAR(tpbatch::rope_attention_factor(c), std::sqrt(1.0 + std::log(4.0) / std::log(128.0)), 1e-12);
+  const auto inv = tpbatch::rope_inverse_frequencies(c);
+  EXPECT_NEAR(inv[1], 1.0 / std::pow(10000.0, 2.0 / 8.0) / 2.0, 1e-15);
+  j["rope_scaling"]["short_factor"] = {1.0};
+  EXPECT_NE(error_of(j).find("short_factor"), std::string::npos);
+}
+
+TEST(ModelConfig, YarnFrequenciesRampBetweenTheCorrectionDimensions) {
+  json j = base_config();
+  j["head_dim"] = 64;
+  j["max_position_embeddings"] = 4096;
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}};
+  const ModelConfig c = parse(j);
+  EXPECT_NEAR(tpbatch::rope_attention_factor(c), 0.1 * std::log(4.0) + 1.0, 1e-12);
+  EXPECT_NEAR(tpbatch::attention_score_scale(c), std::pow(0.1 * std::log(4.0) + 1.0, 2) / 8.0, 1e-12);
+  const auto inv = tpbatch::rope_inverse_frequencies(c);
+  // correction dims for 1024 positions, base 1e4, dim 64: floor(10.3) = 10 and ceil(23.0) = 24.
+  EXPECT_DOUBLE_EQ(inv[0], 1.0);                                         // extrapolated
+  EXPECT_NEAR(inv[31], 1.0 / std::pow(10000.0, 62.0 / 64.0) / 4.0, 1e-18);  // interpolated
+  const double f17 = 1.0 / std::pow(10000.0, 34.0 / 64.0), ramp = (17.0 - 10.0) / 14.0;
+  EXPECT_NEAR(inv[17], f17 / 4.0 * ramp + f17 * (1.0 - ramp), 1e-15);
+}
+
+TEST(ModelConfig, DynamicNtkIsTheDefaultRopeWithinTheContext) {
+  json j = base_config();
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  const ModelConfig c = parse(j);
+  json plain = base_config();
+  EXPECT_EQ(tpbatch::rope_inverse_frequencies(c), tpbatch::rope_inverse_frequencies(parse(plain)));
+  j["rope_scaling"]["original_max_position_embeddings"] = 128;
+  EXPECT_NE(error_of(j).find("dynamic"), std::string::npos);
+}
+
+TEST(ModelConfig, Gemma2AlternatesLocalAndGlobalLayersAndSoftCaps) {
+  json j = base_config();
+  j["architectures"] = {"Gemma2ForCausalLM"};
+  j["num_hidden_layers"] = 4;
+  j["head_dim"] = 16;
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["sliding_window"] = 8;
+  j["query_pre_attn_scalar"] = 32;
+  j["attn_logit_softcapping"] = 50.0;
+  j["final_logit_softcapping"] = 30.0;
+  const ModelConfig c = parse(j);
+  EXPECT_TRUE(c.norm_plus_one && c.sandwich_norms && c.tie_word_embeddings);
+  EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_DOUBLE_EQ(c.embedding_scale, 8.0);
+  EXPECT_DOUBLE_EQ(tpbatch::attention_score_scale(c), 1.0 / std::sqrt(32.0));
+  EXPECT_EQ(tpbatch::layer_window(c, 0), 8);
+  EXPECT_EQ(tpbatch::layer_window(c, 1), 0);
+  EXPECT_EQ(tpbatch::layer_window(c, 2), 8);
+  EXPECT_DOUBLE_EQ(c.attn_logit_softcap, 50.0);
+  EXPECT_DOUBLE_EQ(c.final_logit_softcap, 30.0);
+  j["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  const ModelConfig d = parse(j);
+  EXPECT_EQ(tpbatch::layer_window(d, 0), 0);
+  EXPECT_EQ(tpbatch::layer_window(d, 1), 8);
+}
+
+TEST(ModelConfig, Gemma3LocalLayersHaveTheirOwnUnscaledRopeBase) {
+  json j = base_config();
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["num_hidden_layers"] = 6;
+  j["sliding_window"] = 8;
+  j["rope_theta"] = 1e6;
+  j["rope_local_base_freq"] = 1e4;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  const ModelConfig c = parse(j);
+  EXPECT_TRUE(c.qk_norm);
+  for (int l = 0; l < 5; ++l) EXPECT_EQ(tpbatch::layer_window(c, l), 8) << l;  // pattern 6
+  EXPECT_EQ(tpbatch::layer_window(c, 5), 0);
+  const auto global = tpbatch::rope_inverse_frequencies(c), local = tpbatch::rope_local_inverse_frequencies(c);
+  EXPECT_NEAR(global[1], 1.0 / std::pow(1e6, 2.0 / 8.0) / 8.0, 1e-15);
+  EXPECT_NEAR(local[1], 1.0 / std::pow(1e4, 2.0 / 8.0), 1e-15);
+  j["architectures"] = {"Gemma3ForConditionalGeneration"};
+  EXPECT_NE(error_of(j).find("Gemma3ForConditionalGeneration"), std::string::npos);
 }
 
 TEST(ModelConfig, MissingKeyNamesFileAndKey) {

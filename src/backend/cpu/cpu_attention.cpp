@@ -37,7 +37,9 @@ void attend_one(const float* qh, const C* k_cache, const C* v_cache, const KvLay
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < hd; ++d) dot += qh[d] * load(kp, d);
-    sc[p] = dot * scale;
+    float score = dot * scale;
+    if (kv.softcap > 0.0f) score = kv.softcap * std::tanh(score / kv.softcap);  // Gemma 2
+    sc[p] = score;
     mx = std::max(mx, sc[p]);
   }
   float denom = 0.0f;
@@ -61,7 +63,7 @@ void attention(const float* q, int64_t q_stride, const float* k, const float* v,
                float* out) {
   const int64_t hd = kv.head_dim, bs = kv.block_size, kvh = kv.kv_heads;
   const int64_t group = q_heads / kvh;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = kv.scale > 0.0f ? kv.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   // 1. Append this step's keys and values to each sequence's blocks.
   for (int64_t si = 0; si < num_seqs; ++si) {
     const AttentionSeq& s = seqs[si];

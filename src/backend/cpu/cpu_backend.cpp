@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/cpu_family_ops.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/host_memory.h"
 #include "common/error.h"
@@ -205,6 +206,24 @@ class CpuBackend final : public Backend {
       if (target >= v0 && target < v0 + vn) st.target_logit = row[target - v0];
       stats[i] = st;
     }
+  }
+
+  void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,
+                     float eps) override {
+    Access a(mem_);
+    cpu::rmsnorm_heads(f32_mut(x, "rmsnorm_heads x"), rows, row_stride, heads, head_dim, f32(w, "norm weight"), eps);
+  }
+  void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) override {
+    Access a(mem_);
+    cpu::gelu_tanh_mul(f32(gu, "gelu_tanh_mul input"), f32_mut(out, "gelu_tanh_mul out"), m, inter);
+  }
+  void scale(BufferView x, size_t count, float factor) override {
+    Access a(mem_);
+    cpu::scale(f32_mut(x, "scale x"), count, factor);
+  }
+  void softcap(BufferView x, size_t count, float cap) override {
+    Access a(mem_);
+    cpu::softcap(f32_mut(x, "softcap x"), count, cap);
   }
 
  protected:
