@@ -19,7 +19,7 @@
 #   bash scripts/gpu_fetch_debs.sh build-debs && bash scripts/simulate_bare_gpu_machine.sh bash scripts/gpu_check.sh
 # Knobs: GPU_CHECK_DEBS (build-debs), GPU_CHECK_PREFIX (build-gpu-prefix), GPU_CHECK_BUILD (build-gpu),
 # GPU_CHECK_WORK (build-gpu-work), GPU_CHECK_JOBS (nproc), GPU_CHECK_BUILD_S (300: the build's limit), GPU_CHECK_SKIP (space-separated parts to
-# skip: kernels e2e speed nccl), GPU_CHECK_SPEED_ON_CPU=1 (rehearse the speed/NCCL parts on the CPU
+# skip: kernels e2e speed nccl), GPU_CHECK_ASSUME_GPUS=1 (take the GPU paths without a GPU), GPU_CHECK_SPEED_ON_CPU=1 (rehearse the speed/NCCL parts on the CPU
 # with a tiny model), GPU_CHECK_BW_GBS (copy bandwidth when gpu_bench cannot measure it).
 set -uo pipefail
 # --env: only unpack the prefix and find NCCL, then print `export` lines for the environment the
@@ -184,7 +184,12 @@ if command -v nvidia-smi >/dev/null; then
   timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$LOGS/nvidia-smi.txt" 2>&1 &&
     GPUS=$(grep -c . "$LOGS/nvidia-smi.txt")
 fi
-if ((GPUS > 0)); then
+if [[ -n "${GPU_CHECK_ASSUME_GPUS:-}" ]]; then
+  # Rehearsal of the GPU code paths on a CPU machine: every CUDA step then fails with the binary's
+  # own message, which is what a first GPU run with a broken CUDA path would show.
+  GPUS=$GPU_CHECK_ASSUME_GPUS
+  row machine gpu "assumed $GPUS" "GPU_CHECK_ASSUME_GPUS: nvidia-smi not asked"
+elif ((GPUS > 0)); then
   row machine gpu "$GPUS GPU(s)" "$(head -1 "$LOGS/nvidia-smi.txt"); $(nproc) cores"
 else
   row machine gpu "no device" "nvidia-smi finds no GPU ($(log_tail "$LOGS/nvidia-smi.txt" 1)); $(nproc) cores"
@@ -317,6 +322,8 @@ if ((GPUS > 0)) && ! skipping speed; then
     row speed "copy bandwidth" "$bw GB/s" "cudaMemcpy D2D, read+write (tpbatch_gpu_bench; its table in logs/gpu_bench.log)"
     gemm=$(grep -m1 "prefill GEMM bf16" "$LOGS/gpu_bench.log" | grep -o -E '[0-9.]+ TF/s')
     [[ -n "$gemm" ]] && row speed "cuBLAS bf16 GEMM 4096x14336x4096" "$gemm" "tpbatch_gpu_bench (the prefill ceiling)"
+  elif ((rc == 77)); then
+    row speed "copy bandwidth" "no device" "tpbatch_gpu_bench: $(log_tail "$LOGS/gpu_bench.log" 1)"
   else
     row speed "copy bandwidth" FAIL "gpu_bench exit $rc: $(log_tail "$LOGS/gpu_bench.log" 2)"
   fi
@@ -407,7 +414,20 @@ e2e_pair() {
   local common=("sampling:" "  max_new_tokens: $new" "  temperature: 0.0" "  ignore_eos: true" "$@")
   write_job "$WORK/$tag-cpu.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cpu.h5" cpu "${common[@]}"
   write_job "$WORK/$tag-cuda.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cuda.h5" cuda "${common[@]}"
-  local rc=0 t0=$SECONDS
+  local rc=0 t0=$SECONDS cuda_s=0
+  if ((GPUS > 0)); then
+    # The CUDA run first: when it is refused or fails, the CPU twin is not worth the device's time.
+    run_job "$tag-cuda" 120 1 "$WORK/$tag-cuda.yaml" || rc=$?
+    if ((rc != 0)); then
+      IFS='|' read -r res det <<<"$(why_not "$tag-cuda" $rc)"
+      row e2e "$label cuda vs cpu" "$res" "$det"
+      [[ "$res" == refused ]] && CUDA_REFUSED=$det
+      return
+    fi
+    cuda_s=$((SECONDS - t0))
+  fi
+  rc=0
+  t0=$SECONDS
   run_job "$tag-cpu" 120 1 "$WORK/$tag-cpu.yaml" || rc=$?
   if ((rc != 0)); then
     IFS='|' read -r res det <<<"$(why_not "$tag-cpu" $rc)"
@@ -423,14 +443,6 @@ e2e_pair() {
     row e2e "$label" "no device" "cpu run ok in ${cpu_s} s ($(inspect_field "$WORK/$tag-cpu.h5" tokens)); the comparison on cpu vs itself: ${self:-unavailable}"
     return
   fi
-  rc=0
-  t0=$SECONDS
-  run_job "$tag-cuda" 120 1 "$WORK/$tag-cuda.yaml" || rc=$?
-  if ((rc != 0)); then
-    IFS='|' read -r res det <<<"$(why_not "$tag-cuda" $rc)"
-    row e2e "$label cuda vs cpu" "$res" "$det"
-    return
-  fi
   local r
   r=$(compare "$WORK/$tag-cuda.h5" "$WORK/$tag-cpu.h5")
   if [[ -z "$r" ]]; then
@@ -442,10 +454,11 @@ e2e_pair() {
   python3 -c "import sys; sys.exit(0 if $rs == $rn and $md <= $tol else 1)" && verdict=pass
   [[ "$verdict" == FAIL ]] && python3 -c "import sys; sys.exit(0 if $ts >= 0.9 * $tn and $md <= $tol else 1)" &&
     [[ "$label" == *bf16* ]] && verdict="pass (bf16: ≥90% tokens)"
-  row e2e "$label cuda vs cpu" "$verdict" "tokens $ts/$tn identical, rows $rs/$rn, max abs Δlogprob $md (tol $tol), first diff $first; cuda $((SECONDS - t0)) s, cpu ${cpu_s} s"
+  row e2e "$label cuda vs cpu" "$verdict" "tokens $ts/$tn identical, rows $rs/$rn, max abs Δlogprob $md (tol $tol), first diff $first; cuda ${cuda_s} s, cpu ${cpu_s} s"
 }
 
 # ---- 3. end to end: CUDA vs the CPU backend ------------------------------------------------------
+CUDA_REFUSED=""  # the binary's message when it refuses device: cuda (the speed part then does not start)
 M125=$WORK/models/m125-f32
 M125BF=$WORK/models/m125-bf16
 if ! skipping e2e; then
@@ -519,6 +532,8 @@ speed_run() {
 if ! skipping speed; then
   if ((GPUS == 0)) && [[ "$SPEED_ON_CPU" != 1 ]]; then
     row speed "8B bf16 decode/prefill/throughput" "no device" "needs a GPU (GPU_CHECK_SPEED_ON_CPU=1 rehearses it on a tiny model)"
+  elif ((GPUS > 0)) && [[ -n "$CUDA_REFUSED" ]]; then
+    row speed "8B bf16 decode/prefill/throughput" refused "not started: $CUDA_REFUSED"
   else
     if ((GPUS == 0)); then
       SPEED_DEVICE=cpu
