@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "kernels.h"
 
 namespace tpbatch {
 namespace {
@@ -308,6 +309,34 @@ TEST_F(CudaVsCpu, LogitStatsMatchCpuIncludingLowestIdTies) {
 }
 
 // ---- paged attention ------------------------------------------------------------------------
+
+// How the attention grid is cut (host arithmetic only: runs without a GPU too).
+TEST(AttentionGrid, TilesHoldUpToSixteenQueriesOfOneKvHead) {
+  const int64_t tiles[kernels::kTileShapes] = {100, 50, 25, 13, 7};
+  struct Want { int64_t group; int shape; int64_t heads, chunks; };
+  for (const Want& w : std::vector<Want>{{1, 4, 1, 1}, {4, 2, 4, 1}, {7, 1, 7, 1}, {8, 1, 8, 1}, {16, 0, 16, 1},
+                                         {32, 0, 16, 2}}) {
+    const kernels::AttentionGrid g = kernels::attention_grid(w.group, 8, tiles, 100000, 132);
+    EXPECT_EQ(g.tile_shape, w.shape) << "group " << w.group;
+    EXPECT_EQ(g.heads_per_tile, w.heads) << "group " << w.group;
+    EXPECT_EQ(g.head_chunks, w.chunks) << "group " << w.group;
+    EXPECT_EQ(g.tiles, tiles[w.shape]) << "group " << w.group;
+    EXPECT_LE((int64_t(1) << g.tile_shape) * g.heads_per_tile, kernels::kMaxTileQueries);
+  }
+}
+
+TEST(AttentionGrid, BatchOneDecodeIsSplitOverTheContextLargeStepsAreNot) {
+  const int64_t one[kernels::kTileShapes] = {1, 1, 1, 1, 1};
+  const kernels::AttentionGrid decode = kernels::attention_grid(4, 8, one, 4096, 132);  // 8 blocks unsplit
+  EXPECT_EQ(decode.splits, 33);  // ~2 blocks per SM
+  EXPECT_EQ(kernels::attention_grid(4, 8, one, 20, 132).splits, 1);  // too short to split
+  EXPECT_EQ(kernels::attention_grid(4, 8, one, 1 << 20, 132).splits, 33);
+  const int64_t many[kernels::kTileShapes] = {4096, 2048, 1024, 512, 256};
+  EXPECT_EQ(kernels::attention_grid(4, 8, many, 4096, 132).splits, 1);
+  EXPECT_EQ(kernels::attention_scratch_floats(1, 32, 128, 1), 0u);
+  EXPECT_EQ(kernels::attention_scratch_floats(1, 32, 128, 33), size_t(32 * 33 * 130));
+}
+
 
 struct SeqShape {
   int64_t rows, pos;  // tokens of the step, position of the first
