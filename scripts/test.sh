@@ -19,5 +19,15 @@ CUDA_ARGS=(-DTPBATCH_CUDA="${TPBATCH_CUDA:-AUTO}")
 [ -x /usr/local/cuda/bin/nvcc ] && CUDA_ARGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${CUDA_ARGS[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
+# The libFuzzer targets (clang, ASan/UBSan) are built here, before the tests run, so that the
+# bounded fuzzing test only fuzzes: compiling them inside the test made its time depend on load.
+CLANGXX=$(command -v clang++ || true)
+if [ -n "$CLANGXX" ]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S fuzz -B "$BUILD_DIR/fuzz-build" -DCMAKE_CXX_COMPILER="$CLANGXX" "${launcher[@]}" >/dev/null &&
+    cmake --build "$BUILD_DIR/fuzz-build" -j "$JOBS" >/dev/null ||
+    echo "test.sh: the fuzz targets did not build; tests/e2e/test_fuzzers_bounded.sh will say why"
+fi
 cd "$BUILD_DIR"
 ctest --output-on-failure -j "$JOBS" "$@"
