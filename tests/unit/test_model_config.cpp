@@ -226,6 +226,7 @@ TEST(ModelConfig, MlpBiasIsLlamaOnly) {
 TEST(ModelConfig, Qwen3HasQkNormAndItsOwnHeadDim) {
   json j = base_config();
   j["architectures"] = {"Qwen3ForCausalLM"};
+  j.erase("model_type");
   j["head_dim"] = 32;  // != 64 / 8
   const ModelConfig c = parse(j);
   EXPECT_TRUE(c.qk_norm);
@@ -261,10 +262,11 @@ TEST(ModelConfig, YarnFrequenciesRampBetweenTheCorrectionDimensions) {
   EXPECT_NEAR(tpbatch::rope_attention_factor(c), 0.1 * std::log(4.0) + 1.0, 1e-12);
   EXPECT_NEAR(tpbatch::attention_score_scale(c), std::pow(0.1 * std::log(4.0) + 1.0, 2) / 8.0, 1e-12);
   const auto inv = tpbatch::rope_inverse_frequencies(c);
-  // correction dims for 1024 positions, base 1e4, dim 64: floor(10.3) = 10 and ceil(23.0) = 24.
+  // correction dims for 1024 positions, base 1e4, dim 64: floor(5.66) = 5 (beta_fast 32) and
+  // ceil(17.70) = 18 (beta_slow 1).
   EXPECT_DOUBLE_EQ(inv[0], 1.0);                                         // extrapolated
   EXPECT_NEAR(inv[31], 1.0 / std::pow(10000.0, 62.0 / 64.0) / 4.0, 1e-18);  // interpolated
-  const double f17 = 1.0 / std::pow(10000.0, 34.0 / 64.0), ramp = (17.0 - 10.0) / 14.0;
+  const double f17 = 1.0 / std::pow(10000.0, 34.0 / 64.0), ramp = (17.0 - 5.0) / 13.0;
   EXPECT_NEAR(inv[17], f17 / 4.0 * ramp + f17 * (1.0 - ramp), 1e-15);
 }
 
