@@ -2,7 +2,7 @@
 # 16-bit checkpoints on the CPU (issue 11): with the default dtype the weights stay 16-bit (the
 # start-up line's "weights: X MiB per rank" is about half the `dtype: float32` run's) and are
 # computed in fp32; greedy tokens equal the widened-to-fp32 run on the shared prompts and logprobs
-# agree within 1e-3. The fp32 run itself matches the independent reference (1e-4). For bf16 and
+# agree within 1e-3. The bf16 checkpoint's fp32 run matches the independent reference (1e-4). For bf16 and
 # fp16 checkpoints of a generated model large enough (3M parameters) for the bytes to be decisive.
 source "$(dirname "$0")/lib.sh"
 
@@ -28,7 +28,7 @@ for dt in bfloat16 float16; do
     fail "$dt weights $w16 MiB vs float32 $w32 MiB: not half"
   "$PY" "$HERE/compare_runs.py" "$WORK/w16_$dt.h5" "$WORK/w32_$dt.h5" --tol 1e-3 --expect-rows 9 ||
     fail "$dt weights vs the same weights widened to float32"
-  if [ -x "$REFERENCE" ]; then
+  if [ "$dt" = bfloat16 ] && [ -x "$REFERENCE" ]; then  # once: the reference is the slow part
     "$PY" "$HERE/check_against_reference.py" "$WORK/w32_$dt.h5" --reference "$REFERENCE" --model "$model" \
       --max-new-tokens 32 --expect-rows 9 || fail "$dt checkpoint widened to float32 vs the reference"
   fi
