@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!row.tokens || row.tokens->empty()) std::abort();
       for (int32_t id : *row.tokens)
         if (id < 0 || (vocab > 0 && id >= vocab)) std::abort();
-    } else if (!row.text) {
+    } else if (!row.text && !row.messages_json) {  // a prompt, or chat messages to render
       std::abort();
     }
     const auto& s = row.sampling;
