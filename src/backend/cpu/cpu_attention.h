@@ -7,9 +7,19 @@
 
 namespace tpbatch::cpu {
 
-// Appends the step's k/v rows to the cache, then attends every row of every sequence.
+// Appends the step's k/v rows to the cache, then attends every row of every sequence. Flash-style:
+// the work is split over (sequence, kv head, tile of query rows); each tile walks the cache blocks
+// it can see once, for all its rows and all the query heads sharing that kv head (GQA), keeping an
+// online softmax, so each K/V block is read (and widened from bf16) once per tile, not once per row
+// and head. One OpenMP team over the tiles.
 void paged_attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
                      void* k_cache, void* v_cache, const KvLayout& kv, int64_t q_heads, const AttentionSeq* seqs,
                      int64_t num_seqs, float* out);
+
+// The plain per-(row, head) loop (scores, softmax, weighted V): slow, obviously right; the tiled
+// version and the CUDA kernels are tested against it. Same arguments and effect as paged_attention.
+void paged_attention_reference(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
+                               void* k_cache, void* v_cache, const KvLayout& kv, int64_t q_heads,
+                               const AttentionSeq* seqs, int64_t num_seqs, float* out);
 
 }  // namespace tpbatch::cpu
