@@ -28,9 +28,6 @@ int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, 
   // RoPE inverse frequencies (LlamaShard counts them with its weights): [head_dim / 2], and the
   // sliding layers' own table when they have one.
   f32 += (hd / 2) * (cfg.rope_local_theta > 0 ? 2 : 1);
-  if (cfg.sandwich_norms) f32 += layers * 2 * H;   // Gemma's pre/post feed-forward norms
-  if (cfg.qk_norm) f32 += layers * 2 * hd;         // Qwen3 / Gemma 3 per-head q and k norms
-  if (cfg.mlp_bias) f32 += layers * (2 * inter + H);
   const bool tied = cfg.tie_word_embeddings;
   if (place.has_embedding) wide += vocab * H;
   if (place.has_lm_head) {

@@ -49,7 +49,17 @@ std::vector<Case> cases() {
   MakeModelOptions qwen;  // Qwen2: q/k/v biases only
   qwen.architecture = "Qwen2ForCausalLM";
   qwen.attention_bias = true;
-  return {{"tied", tied}, {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen}};
+  // Issue 15's families: q/k norms, fused projections, sandwich norms, a second RoPE table.
+  MakeModelOptions qwen3, phi3, gemma2, gemma3;
+  qwen3.architecture = "Qwen3ForCausalLM";
+  qwen3.head_dim = 16;
+  phi3.architecture = "Phi3ForCausalLM";
+  phi3.tie_word_embeddings = 0;
+  gemma2.architecture = "Gemma2ForCausalLM";
+  gemma3.architecture = "Gemma3ForCausalLM";
+  gemma3.num_kv_heads = 1;
+  return {{"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
+          {"qwen3", qwen3}, {"phi3", phi3},     {"gemma2", gemma2},         {"gemma3", gemma3}};
 }
 
 TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {
