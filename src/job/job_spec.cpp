@@ -39,7 +39,7 @@ const std::vector<Section>& sections() {
       {"output", {"path", "if_exists", "logprobs"}},
       {"engine",
        {"max_batch_tokens", "max_seqs", "kv_cache_tokens", "memory_utilization", "block_size", "threads",
-        "progress_interval", "admission", "lookahead", "custom_allreduce", "watchdog_seconds"}},
+        "progress_interval", "admission", "lookahead", "custom_allreduce", "watchdog_seconds", "kv_cache_dtype"}},
   };
   return s;
 }
@@ -366,6 +366,7 @@ std::string emit_yaml(const JobSpec& j) {
   e << YAML::Key << "max_batch_tokens" << YAML::Value << g.max_batch_tokens;
   e << YAML::Key << "max_seqs" << YAML::Value << g.max_seqs;
   e << YAML::Key << "kv_cache_tokens" << YAML::Value << g.kv_cache_tokens;
+  e << YAML::Key << "kv_cache_dtype" << YAML::Value << g.kv_cache_dtype;
   e << YAML::Key << "memory_utilization" << YAML::Value << d(g.memory_utilization);
   e << YAML::Key << "block_size" << YAML::Value << g.block_size;
   e << YAML::Key << "threads" << YAML::Value << g.threads;
@@ -485,6 +486,7 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   p.get_int(root, "engine.max_batch_tokens", 1, g.max_batch_tokens);
   p.get_int(root, "engine.max_seqs", 1, g.max_seqs);
   p.get_int(root, "engine.kv_cache_tokens", 0, g.kv_cache_tokens);
+  p.get_choice(root, "engine.kv_cache_dtype", {"auto", "float32", "bfloat16"}, g.kv_cache_dtype);
   p.get_double(root, "engine.memory_utilization", 0.0, true, 1.0, g.memory_utilization);
   p.get_int(root, "engine.block_size", 1, g.block_size);
   p.get_int(root, "engine.threads", 0, g.threads);

@@ -37,6 +37,7 @@ struct EngineSpec {
   int64_t max_batch_tokens = 4096;
   int64_t max_seqs = 64;
   int64_t kv_cache_tokens = 0;         // 0 = from free memory
+  std::string kv_cache_dtype = "auto"; // auto (the backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16
   double memory_utilization = 0.90;
   int64_t block_size = 16;             // KV cache block, in tokens
   int64_t threads = 0;                 // BLAS threads per rank; 0 = cores / ranks on the node
