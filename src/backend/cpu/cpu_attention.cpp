@@ -175,24 +175,55 @@ void attend_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_
       for (int64_t e = 0; e < bs * hd; ++e) vf[e] = widen(vb, e);
       V = vf;
     }
+    // Rows that see some of this block: a contiguous range (first and last visible grow with the row).
+    int64_t ra = rows, rb = -1;
     for (int64_t r = 0; r < rows; ++r) {
+      const int64_t last = s.pos_begin + r0 + r;
+      if (last >= base && first_visible(kv, last) < base + bs) ra = std::min(ra, r), rb = r;
+    }
+    // Scores of all their queries against the whole block (masked below), four queries at a time so
+    // the FMA chains over head_dim are independent.
+    const int64_t ia = ra * group, ib = (rb + 1) * group;
+    int64_t i = ia;
+    if constexpr (BS > 0) {
+      for (; i + 4 <= ib; i += 4) {
+        float a0[BS] = {}, a1[BS] = {}, a2[BS] = {}, a3[BS] = {};
+        const float *q0 = Q + i * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+        for (int64_t d = 0; d < hd; ++d) {
+          const float* kd = Kt + d * BS;
+#pragma omp simd
+          for (int64_t j = 0; j < BS; ++j) {
+            a0[j] += q0[d] * kd[j];
+            a1[j] += q1[d] * kd[j];
+            a2[j] += q2[d] * kd[j];
+            a3[j] += q3[d] * kd[j];
+          }
+        }
+        std::memcpy(P + i * BS, a0, sizeof a0);
+        std::memcpy(P + (i + 1) * BS, a1, sizeof a1);
+        std::memcpy(P + (i + 2) * BS, a2, sizeof a2);
+        std::memcpy(P + (i + 3) * BS, a3, sizeof a3);
+      }
+    }
+    for (; i < ib; ++i) {
+      const float* qi = Q + i * hd;
+      float* __restrict pi = P + i * bs;
+#pragma omp simd
+      for (int64_t j = 0; j < bs; ++j) pi[j] = 0.0f;
+      for (int64_t d = 0; d < hd; ++d) {
+        const float qd = qi[d];
+        const float* kd = Kt + d * bs;
+#pragma omp simd
+        for (int64_t j = 0; j < bs; ++j) pi[j] += qd * kd[j];
+      }
+    }
+    for (int64_t r = ra; r <= rb; ++r) {
       const int64_t last = s.pos_begin + r0 + r, first = first_visible(kv, last);
       const int64_t lo = std::max<int64_t>(first - base, 0), hi = std::min<int64_t>(last - base, bs - 1);
-      if (lo > hi) continue;  // this block is outside the row's causal window
       for (int64_t g = 0; g < group; ++g) {
         const int64_t i = r * group + g;
-        const float* qi = Q + i * hd;
         float* __restrict pi = P + i * bs;
-        float sc[BS > 0 ? BS : 256];
-        float* scp = BS > 0 ? sc : pi;
-#pragma omp simd
-        for (int64_t j = 0; j < bs; ++j) scp[j] = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) {
-          const float qd = qi[d];
-          const float* kd = Kt + d * bs;
-#pragma omp simd
-          for (int64_t j = 0; j < bs; ++j) scp[j] += qd * kd[j];
-        }
+        const float* scp = pi;
         float bmax = -INFINITY;
         for (int64_t j = lo; j <= hi; ++j) {
           float x = scp[j];
