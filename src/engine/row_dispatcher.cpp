@@ -66,7 +66,11 @@ std::string probe_recv(MPI_Comm comm, int source, int tag, MPI_Status* status_ou
 class LocalWorkSource final : public WorkSource {
  public:
   explicit LocalWorkSource(RowDispatcher& d) : d_(d) {}
-  bool take(std::vector<WorkItem>& out, size_t max_items, bool) override { return d_.read_rows(out, max_items, 0); }
+  bool take(std::vector<WorkItem>& out, size_t max_items, bool wait) override {
+    const bool more = d_.read_rows(out, max_items, 0);
+    if (more && wait && out.empty()) d_.serve(true);  // other replicas' rows may come back: wait for news
+    return more;
+  }
   void submit(const RowResult& r) override { d_.record(r); }
   void poll() override { d_.serve(false); }
   void close() override {}
@@ -194,7 +198,13 @@ bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int 
     out.push_back(std::move(item));
     ++taken;
   }
-  return !exhausted_;
+  if (!exhausted_) return true;
+  // Rank 0's own replica keeps asking while other replicas hold rows: one that ends without
+  // finishing them hands them back, and someone must be there to take them.
+  if (holder == 0 && !stop_requested())
+    for (const auto& [rank, rows] : held_)
+      if (rank != 0 && !rows.empty()) return true;
+  return false;
 }
 
 void RowDispatcher::replica_done(int rank) {
@@ -205,7 +215,7 @@ void RowDispatcher::replica_done(int rank) {
   for (auto& [index, line] : it->second) again_.push_back(WorkItem{index, std::move(line)});
   held_.erase(it);
   // Handed out again only if some replica will still ask (exhausted_: all were told "no more").
-  if (!stop_requested() && exhausted_ && remote_done_ < remote_replicas_) exhausted_ = false;
+  if (!stop_requested()) exhausted_ = false;  // replica 0, at least, is still asking
   std::fprintf(stderr, "[tpbatch] warning: the replica led by rank %d ended with %zu rows unfinished (was it "
                "signalled?): they are handed out again\n", rank, n);
 }

@@ -1,7 +1,6 @@
 #include "io/output_lock.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,9 +14,12 @@ OutputLock OutputLock::acquire(const std::string& path) {
   OutputLock lock;
   lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock.fd_ < 0) throw Error("results file '" + path + "': cannot open: " + std::strerror(errno));
-  if (::flock(lock.fd_, LOCK_EX | LOCK_NB) != 0) {
+  struct flock fl{};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;  // the whole file
+  if (::fcntl(lock.fd_, F_OFD_SETLK, &fl) != 0) {
     const int err = errno;
-    if (err == EWOULDBLOCK)
+    if (err == EAGAIN || err == EACCES)
       throw JobError("output '" + path +
                      "' is locked by another running tpbatch job writing it; wait until that job ends, or choose "
                      "another output.path (this job has not touched the file)");
@@ -31,8 +33,11 @@ OutputLock OutputLock::acquire(const std::string& path) {
 bool OutputLock::held_by_other(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  ::close(fd);  // drops our shared lock, if we got it
+  struct flock fl{};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
   return held;
 }
 
@@ -46,7 +51,7 @@ OutputLock& OutputLock::operator=(OutputLock&& o) noexcept {
 }
 
 void OutputLock::release() {
-  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the lock
   fd_ = -1;
 }
 

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -89,9 +90,12 @@ class Hdf5ResultWriter final : public ResultWriter {
     }
   }
 
-  void create() {
+  void create() { create_at(path_); }
+
+  // A new file at `file` (the output path, or the temporary a dirty file is rebuilt into).
+  void create_at(const std::string& file) {
     H5Handle fapl = file_access_plist();
-    file_ = H5Handle(check(H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path_, "cannot create the file"),
+    file_ = H5Handle(check(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path_, "cannot create the file"),
                      H5Fclose);
     num_rows_ = info_.num_rows;
     H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
@@ -119,8 +123,10 @@ class Hdf5ResultWriter final : public ResultWriter {
     H5Eclear2(H5E_DEFAULT);
     if (is <= 0) refuse("it is not an HDF5 file");
     H5Handle fapl = file_access_plist();
-    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl);
-    if (f < 0) refuse("it cannot be opened for writing (" + h5_detail() + ")");
+    // Read-only until it is known whether the last writer closed it: a file cut off mid-write
+    // (kill -9, a full disk) is not written in place, whose HDF5 state may be half-updated.
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, fapl);
+    if (f < 0) refuse("it cannot be opened (" + h5_detail() + ")");
     file_ = H5Handle(f, H5Fclose);
     if (!has_attr(file_, "format_version")) refuse("it is not a tpbatch results file (no format_version attribute)");
     int64_t fv = read_attr_int(file_, "format_version", path_);
@@ -173,10 +179,117 @@ class Hdf5ResultWriter final : public ResultWriter {
             "cannot read dataset '/done'");
     for (auto& v : done_) v = v ? 1 : 0;
     verify_done_rows();
+    const bool cut_off = !has_attr(file_, "writer_open") || read_attr_int(file_, "writer_open", path_) != 0;
+    if (cut_off) {
+      rebuild();
+    } else {  // closed cleanly: continue in place
+      for (auto& d : ds_) d.reset();
+      file_.reset();
+      file_ = H5Handle(check(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl), path_, "cannot open for writing"), H5Fclose);
+      for (int d = 0; d < kNumDs; ++d)
+        ds_[d] = H5Handle(check(H5Dopen2(file_, kDsNames[d], H5P_DEFAULT), path_,
+                                std::string("cannot open dataset '/") + kDsNames[d] + "'"),
+                          H5Dclose);
+    }
     // This run's settings (layout, engine) replace the previous run's.
     write_attr(file_, "job_yaml", info_.job_yaml, types_, path_);
     write_run_attrs();
     durable_flush();
+  }
+
+  // The last writer did not close the file (killed, or its disk filled up): its done rows (all
+  // verified) are copied into a new file, which then replaces it atomically. Rows written after
+  // this point never share HDF5 structures with a half-written state.
+  void rebuild() {
+    const std::string tmp = path_ + ".resume-tmp";
+    OutputLock old_lock = std::move(lock_);  // held until the copy replaced the old file
+    lock_ = OutputLock::acquire(tmp);         // durable_flush() syncs the file being written
+    H5Handle old_file = std::move(file_);
+    std::array<H5Handle, kNumDs> old_ds;
+    for (int d = 0; d < kNumDs; ++d) old_ds[d] = std::move(ds_[d]);
+    const std::vector<uint8_t> keep = done_;
+    H5Handle old_metrics;
+    if (H5Lexists(old_file, "metrics", H5P_DEFAULT) > 0)
+      old_metrics = H5Handle(H5Gopen2(old_file, "metrics", H5P_DEFAULT), H5Gclose);
+    create_at(tmp);
+    if (old_metrics.valid()) copy_metrics(old_metrics);
+    int64_t copied = 0;
+    for (int64_t start = 0; start < num_rows_; start += static_cast<int64_t>(kChunkRows)) {
+      const int64_t count = std::min<int64_t>(static_cast<int64_t>(kChunkRows), num_rows_ - start);
+      if (std::none_of(keep.begin() + start, keep.begin() + start + count, [](uint8_t v) { return v; })) continue;
+      for (RowResult& r : read_rows(old_ds, start, count))
+        if (keep[static_cast<size_t>(r.index)]) buffer_[r.index] = std::move(r), ++copied;
+      flush();
+    }
+    old_metrics.reset();
+    for (auto& d : old_ds) d.reset();
+    old_file.reset();
+    if (std::rename(tmp.c_str(), path_.c_str()) != 0)
+      throw Error("results file '" + path_ + "': cannot replace it with its rebuilt copy '" + tmp + "': " +
+                  std::strerror(errno));
+    std::fprintf(stderr, "[tpbatch] results file '%s' was not closed by its last run: its %lld done rows were "
+                 "copied into a fresh file\n", path_.c_str(), static_cast<long long>(copied));
+  }
+
+  // Rows [start, start + count) of an open results file, every field.
+  std::vector<RowResult> read_rows(const std::array<H5Handle, kNumDs>& ds, int64_t start, int64_t count) {
+    const size_t n = static_cast<size_t>(count);
+    hsize_t s = static_cast<hsize_t>(start), c = static_cast<hsize_t>(count);
+    H5Handle mspace(H5Screate_simple(1, &c, nullptr), H5Sclose);
+    auto read = [&](int d, void* buf) {
+      H5Handle fspace(H5Dget_space(ds[d]), H5Sclose);
+      H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &c, nullptr);
+      check(H5Dread(ds[d], mem_type(types_, d), mspace, fspace, H5P_DEFAULT, buf), path_,
+            std::string("cannot read dataset '/") + kDsNames[d] + "'");
+    };
+    std::vector<RowResult> rows(n);
+    for (size_t i = 0; i < n; ++i) rows[i].index = start + static_cast<int64_t>(i);
+    std::vector<char*> strs(n, nullptr);
+    auto strings = [&](int d, std::string RowResult::*field) {
+      read(d, strs.data());
+      for (size_t i = 0; i < n; ++i) rows[i].*field = strs[i] ? strs[i] : "";
+      H5Dvlen_reclaim(types_.str, mspace, H5P_DEFAULT, strs.data());
+      std::fill(strs.begin(), strs.end(), nullptr);
+    };
+    strings(kId, &RowResult::id);
+    strings(kText, &RowResult::output_text);
+    strings(kFinish, &RowResult::finish_reason);
+    strings(kError, &RowResult::error);
+    std::vector<hvl_t> vls(n, hvl_t{0, nullptr});
+    auto ints = [&](int d, std::vector<int32_t> RowResult::*field) {
+      read(d, vls.data());
+      for (size_t i = 0; i < n; ++i) {
+        const auto* p = static_cast<const int32_t*>(vls[i].p);
+        (rows[i].*field).assign(p, p + vls[i].len);
+      }
+      H5Dvlen_reclaim(types_.vi32_mem, mspace, H5P_DEFAULT, vls.data());
+      std::fill(vls.begin(), vls.end(), hvl_t{0, nullptr});
+    };
+    ints(kPrompt, &RowResult::prompt_tokens);
+    ints(kOutput, &RowResult::output_tokens);
+    read(kLogprobs, vls.data());
+    for (size_t i = 0; i < n; ++i) {
+      const auto* p = static_cast<const float*>(vls[i].p);
+      rows[i].output_logprobs.assign(p, p + vls[i].len);
+    }
+    H5Dvlen_reclaim(types_.vf32_mem, mspace, H5P_DEFAULT, vls.data());
+    std::vector<double> dbl(n);
+    read(kLpSum, dbl.data());
+    std::vector<uint8_t> u8(n);
+    read(kGreedy, u8.data());
+    for (size_t i = 0; i < n; ++i) rows[i].logprob_sum = dbl[i], rows[i].is_greedy = u8[i];
+    return rows;
+  }
+
+  // The earlier runs' /metrics (totals), so that they stay cumulative across a rebuild.
+  void copy_metrics(hid_t from) {
+    H5Handle g(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), path_,
+                     "cannot create group '/metrics'"),
+               H5Gclose);
+    for (const char* n : {"wall_seconds"})
+      if (has_attr(from, n)) write_attr(g, n, read_attr_double(from, n, path_), path_);
+    for (const char* n : {"prompt_tokens", "output_tokens", "runs"})
+      if (has_attr(from, n)) write_attr(g, n, read_attr_int(from, n, path_), path_);
   }
 
   const std::vector<uint8_t>& done_rows() const override { return done_; }
@@ -257,8 +370,12 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_attr(g, "wall_seconds", wall, path_);
     write_attr(g, "prompt_tokens", prompt, path_);
     write_attr(g, "output_tokens", output, path_);
-    write_attr(g, "output_tokens_per_second", wall > 0 ? static_cast<double>(output) / wall : 0.0, path_);
-    write_attr(g, "total_tokens_per_second", wall > 0 ? static_cast<double>(prompt + output) / wall : 0.0, path_);
+    const bool first_run = runs == 1;  // this run's own figures; totals over runs otherwise
+    write_attr(g, "output_tokens_per_second",
+               first_run ? m.output_tokens_per_second : wall > 0 ? static_cast<double>(output) / wall : 0.0, path_);
+    write_attr(g, "total_tokens_per_second",
+               first_run ? m.total_tokens_per_second : wall > 0 ? static_cast<double>(prompt + output) / wall : 0.0,
+               path_);
     write_attr(g, "last_run_wall_seconds", m.wall_seconds, path_);
     write_attr(g, "last_run_prompt_tokens", m.prompt_tokens, path_);
     write_attr(g, "last_run_output_tokens", m.output_tokens, path_);
@@ -272,6 +389,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     g.reset();
     bool complete = std::all_of(done_.begin(), done_.end(), [](uint8_t v) { return v != 0; });
     write_attr_u8(file_, "complete", complete ? 1 : 0, path_);
+    write_attr(file_, "writer_open", int64_t{0}, path_);  // closed cleanly: a resume continues in place
     durable_flush();
     for (auto& d : ds_) d.reset();
     herr_t rc = H5Fclose(file_.release());
@@ -293,6 +411,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     if (!info_.input_fingerprint.empty()) write_attr(file_, "input_fingerprint", info_.input_fingerprint, types_, path_);
     if (!info_.model_fingerprint.empty()) write_attr(file_, "model_fingerprint", info_.model_fingerprint, types_, path_);
     write_attr_u8(file_, "complete", 0, path_);
+    write_attr(file_, "writer_open", int64_t{1}, path_);  // until finish(): 1 means cut off mid-write
   }
 
   // H5Fflush, then fsync: what HDF5 wrote is on the disk. Throws Error naming the file and why.

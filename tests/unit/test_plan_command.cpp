@@ -203,5 +203,16 @@ TEST(PlanCommand, BinaryRunsWithoutMpiAndExits2OnBadArguments) {
   EXPECT_EQ(WEXITSTATUS(rc), 2);
 }
 
+// The contract: plan needs config.json only. The job's input file may not exist yet (issue 14).
+TEST(PlanCommand, RunsWithoutTheInputFile) {
+  JobDir d(llama31_8b());
+  std::filesystem::remove(d.dir / "prompts.jsonl");
+  PlanOptions o;
+  o.job_path = d.job();
+  o.world_size = 8;
+  const json j = run_json(o);
+  EXPECT_FALSE(j["layouts"].empty()) << j.dump();
+}
+
 }  // namespace
 }  // namespace tpbatch

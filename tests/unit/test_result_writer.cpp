@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "io/result_writer.h"
+#include "reliability/model_fingerprint.h"
 
 namespace fs = std::filesystem;
 using namespace tpbatch;
@@ -23,9 +24,20 @@ const char* const kDatasets[] = {"id",          "done",         "prompt_tokens",
                                  "output_logprobs", "logprob_sum", "is_greedy",    "finish_reason", "error"};
 
 // ---- reading back with the HDF5 C API ----
+hid_t no_locking() {
+  static hid_t fapl = [] {
+    hid_t p = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_file_locking(p, false, true);
+    return p;
+  }();
+  return fapl;
+}
+
 struct File {
   hid_t id;
-  explicit File(const std::string& p) : id(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)) {
+  // Without HDF5's file locking, as the writer opens it (it holds its own lock): HDF5 refuses to
+  // open a file twice in one process with different locking settings.
+  explicit File(const std::string& p) : id(H5Fopen(p.c_str(), H5F_ACC_RDONLY, no_locking())) {
     EXPECT_GE(id, 0) << p;
   }
   ~File() {
@@ -506,4 +518,121 @@ TEST_F(ResultWriterTest, InspectMissingFileNamed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(path_), std::string::npos);
   }
+}
+
+// ---- issue 14: locking, inspect while running, cumulative metrics, model fingerprint, verification ----
+
+TEST_F(ResultWriterTest, SecondWriterOnLockedFileFailsWithoutTouchingIt) {
+  auto running = ResultWriter::open(path_, "overwrite", info(3));
+  running->write(row(0));
+  running->flush();
+  for (const char* mode : {"overwrite", "resume"}) {
+    const std::string msg = error_of_open(mode, info(3));
+    EXPECT_NE(msg.find("locked by another running tpbatch job"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("overwrite"), std::string::npos) << "the hint must not suggest overwrite: " << msg;
+  }
+  running->write(row(1));
+  running->write(row(2));
+  running->finish(RunMetrics{});
+  File f(path_);
+  EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{1, 1, 1}));
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+}
+
+TEST_F(ResultWriterTest, InspectReadsTheFileOfARunningWriter) {
+  auto running = ResultWriter::open(path_, "overwrite", info(4));
+  running->write(row(0));
+  running->write(row(2));
+  running->flush();
+  std::ostringstream out;
+  inspect_results(path_, out);
+  EXPECT_NE(out.str().find("2 / 4 done"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("running     yes"), std::string::npos) << out.str();
+  running->finish(RunMetrics{});
+}
+
+TEST_F(ResultWriterTest, MetricsAreTotalsOverResumedRuns) {
+  RunMetrics first;
+  first.wall_seconds = 10, first.prompt_tokens = 100, first.output_tokens = 50;
+  {
+    auto w = ResultWriter::open(path_, "overwrite", info(2));
+    w->write(row(0));
+    w->finish(first);
+  }
+  RunMetrics second;
+  second.wall_seconds = 30, second.prompt_tokens = 300, second.output_tokens = 150, second.output_tokens_per_second = 5;
+  {
+    auto w = ResultWriter::open(path_, "resume", info(2));
+    w->write(row(1));
+    w->finish(second);
+  }
+  File f(path_);
+  hid_t g = H5Gopen2(f.id, "metrics", H5P_DEFAULT);
+  EXPECT_DOUBLE_EQ(double_attr(g, "wall_seconds"), 40);
+  EXPECT_EQ(int_attr(g, "prompt_tokens"), 400);
+  EXPECT_EQ(int_attr(g, "output_tokens"), 200);
+  EXPECT_EQ(int_attr(g, "runs"), 2);
+  EXPECT_DOUBLE_EQ(double_attr(g, "output_tokens_per_second"), 5);
+  EXPECT_DOUBLE_EQ(double_attr(g, "last_run_wall_seconds"), 30);
+  H5Gclose(g);
+}
+
+TEST_F(ResultWriterTest, ResumeRefusesAChangedModelNamingTheFile) {
+  RunInfo a = info(2);
+  a.model_fingerprint = "config.json=00000000000000aa;model.safetensors=100:00000000000000bb";
+  {
+    auto w = ResultWriter::open(path_, "overwrite", a);
+    w->write(row(0));
+    w->finish(RunMetrics{});
+  }
+  RunInfo b = a;
+  b.model_fingerprint = "config.json=00000000000000aa;model.safetensors=100:00000000000000cc";
+  const std::string msg = error_of_open("resume", b);
+  EXPECT_NE(msg.find("model.safetensors changed"), std::string::npos) << msg;
+  EXPECT_EQ(model_fingerprint_difference(a.model_fingerprint, a.model_fingerprint), "");
+}
+
+TEST_F(ResultWriterTest, ResumeRecomputesDoneRowsWhoseDataDoesNotReadBack) {
+  write_rows({0, 1, 2}, 3, true);
+  {  // row 1 marked done but without a finish_reason: what a write cut off before its data looks like
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, no_locking());
+    hid_t d = H5Dopen2(f, "finish_reason", H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hsize_t start = 1, count = 1;
+    hid_t fs_ = H5Dget_space(d), ms = H5Screate_simple(1, &count, nullptr);
+    H5Sselect_hyperslab(fs_, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    const char* empty = "";
+    EXPECT_GE(H5Dwrite(d, t, ms, fs_, H5P_DEFAULT, &empty), 0);
+    H5Sclose(ms), H5Sclose(fs_), H5Tclose(t), H5Dclose(d), H5Fclose(f);
+  }
+  auto w = ResultWriter::open(path_, "resume", info(3));
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1}));
+}
+
+TEST_F(ResultWriterTest, ResumeOfACutOffFileCopiesItsRowsIntoAFreshFile) {
+  write_rows({0, 2}, 4, false);  // not finished: as after kill -9
+  {
+    File f(path_);
+    EXPECT_EQ(int_attr(f.id, "writer_open"), 1);
+  }
+  auto w = ResultWriter::open(path_, "resume", info(4));
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1, 0}));
+  EXPECT_FALSE(fs::exists(path_ + ".resume-tmp"));
+  w->write(row(1));
+  w->write(row(3));
+  w->finish(RunMetrics{});
+  File f(path_);
+  EXPECT_EQ(int_attr(f.id, "writer_open"), 0);
+  const RowResult r2 = row(2);
+  EXPECT_EQ(read_strings(f.id, "id"), (std::vector<std::string>{"id-0", "id-1", "id-2", "id-3"}));
+  EXPECT_EQ(read_strings(f.id, "output_text")[2], r2.output_text);
+}
+
+TEST(MissingRows, NamedByInputLine) {
+  EXPECT_EQ(describe_missing_rows({1, 1}), "");
+  EXPECT_EQ(describe_missing_rows({1, 0, 1}), "1 row is missing: input line 2");
+  std::vector<uint8_t> many(20, 0);
+  EXPECT_EQ(describe_missing_rows(many), "20 rows are missing: input lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...");
 }

@@ -428,3 +428,14 @@ TEST(WeightStore, OpensStories260K) {
   ws.read_f32("model.norm.weight", 0, 1, 0, 64, row.data());
   for (float x : row) EXPECT_TRUE(std::isfinite(x));
 }
+
+TEST(Safetensors, TensorNamedTwiceIsRejectedNamingIt) {
+  // The JSON parser alone would keep the second entry and drop the first silently.
+  const std::string h =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})";
+  const std::string msg = header_error(file_bytes(h, std::vector<uint8_t>(16)));
+  EXPECT_NE(msg.find("tensor 'a' appears twice"), std::string::npos) << msg;
+  // A key named twice inside one entry is not a duplicated tensor.
+  const std::string ok = R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_EQ(header_error(file_bytes(ok, std::vector<uint8_t>(8))), "");
+}
