@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -130,7 +129,7 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
       << ", activations " << dtype_word(in.activation_dtype) << " (compute accumulates in float32)\n";
   out << "world size " << in.world_size << ", " << in.ranks_per_node << " ranks per node, device memory "
       << fmt("%.2f", static_cast<double>(in.device_memory_bytes) / kGiB) << " GiB per rank"
-      << (in.accelerator ? " (accelerator: 1 GiB context reserved)" : " (CPU: --device-memory, else MemAvailable / ranks on the node)")
+      << (in.accelerator ? " (accelerator: 1 GiB context reserved)" : " (CPU: MemAvailable / ranks on the node)")
       << ", memory_utilization " << fmt("%.2f", in.memory_utilization) << "\n";
   out << "row: " << in.row_tokens << " tokens (prompt + max_new_tokens); max_seqs " << in.max_seqs
       << ", max_batch_tokens " << in.max_batch_tokens << "\n";
@@ -182,16 +181,6 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   const JobSpec job = load_job(o.job_path, sets);
   const ModelConfig cfg = load_model_config(job.model);
 
-  // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
-  // 0 goes on (and measures memory and GEMM alone, the others idle).
-  std::optional<Calibration> calibration;
-  if (o.speed.calibrate) {
-    calibration = calibrate_machine(o.speed.memory_gbs <= 0, o.speed.gemm_tflops <= 0);
-    if (calibration->mpi_rank != 0) return kExitOk;
-  }
-  const bool alpha_measured = o.alpha_us < 0 && calibration && calibration->allreduce_measured;
-  const bool beta_measured = o.bandwidth_gbs <= 0 && calibration && calibration->allreduce_measured;
-
   PlanInputs in;
   in.world_size = o.world_size > 0 ? o.world_size : static_cast<int>(job.parallel.tensor * job.parallel.pipeline);
   in.ranks_per_node = o.ranks_per_node > 0 ? o.ranks_per_node
@@ -219,30 +208,14 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : in.accelerator ? kNvlinkAlphaUs : kCpuAlphaUs;
   in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : in.accelerator ? kNvlinkBusBandwidthGBs
                                                                               : kCpuBusBandwidthGBs;
-  if (alpha_measured) in.alpha_us = calibration->alpha_us;
-  if (beta_measured) in.bandwidth_gbs = calibration->allreduce_gbs;
 
   const Plan plan = make_plan(cfg, in);
   const std::string weights = dtype_word(in.weight_dtype);
   const std::string dtype = job.dtype == "auto" ? weights + " (auto)" : weights;
-  std::optional<SpeedReport> speed;
-  if (wants_speed(o.speed)) {
-    const bool given = o.alpha_us >= 0 || o.bandwidth_gbs > 0;
-    const std::string allreduce_source = alpha_measured || beta_measured ? (given ? "measured and given" : "measured")
-                                         : given                         ? "given"
-                                                                         : "default";
-    speed = make_speed_report(o.speed, calibration, allreduce_source, plan, cfg, job.sampling.max_new_tokens);
-  }
-  if (o.json && speed) {
-    json j = json::parse(plan_json(plan, cfg, job.model, weights));
-    add_speed_json(j, *speed);
-    out << j.dump(2) << "\n";
-  } else if (o.json) {
+  if (o.json)
     out << plan_json(plan, cfg, job.model, weights) << "\n";
-  } else {
+  else
     print_plan_text(plan, cfg, job.model, dtype, out);
-    if (speed) print_speed_text(*speed, plan, out);
-  }
   return kExitOk;
 }
 
