@@ -168,6 +168,7 @@ std::string config_json(const Resolved& r) {
   if (r.architecture == "Phi3ForCausalLM") {
     j["original_max_position_embeddings"] = r.max_pos;
     j["sliding_window"] = nullptr;
+    j["pad_token_id"] = 0;  // transformers' Phi3Config defaults to 32000, outside a small vocabulary
   }
   if (r.architecture == "Qwen3ForCausalLM") {
     j["use_sliding_window"] = false;
