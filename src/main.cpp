@@ -66,6 +66,22 @@ int main(int argc, char** argv) {
   plan->add_option("--alpha-us", po.alpha_us, "allreduce latency in us")->check(CLI::Range(0.0, 1e9));
   plan->add_option("--bandwidth-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s")->check(CLI::Range(1e-6, 1e9));
   plan->add_flag("--json", po.json, "print one JSON object");
+  plan->add_option("--allreduce-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s (= --bandwidth-gbs)")
+      ->check(CLI::Range(1e-6, 1e9));
+  plan->add_flag("--calibrate", po.speed.calibrate,
+                 "measure read bandwidth, GEMM rate (and MPI allreduce under mpirun) and predict each layout's speed");
+  plan->add_option("--memory-gbs", po.speed.memory_gbs, "memory read bandwidth in GB/s (node total on CPU); predicts speed")
+      ->check(CLI::Range(1e-6, 1e12));
+  plan->add_option("--gemm-tflops", po.speed.gemm_tflops, "GEMM peak in TFLOP/s (node total on CPU); predicts speed")
+      ->check(CLI::Range(1e-9, 1e9));
+  plan->add_option("--gemm-half-rows", po.speed.gemm_half_rows, "token rows at which GEMM reaches half its peak (0: none)")
+      ->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--prompt-tokens", po.speed.prompt_tokens, "prompt tokens of the row shape (default: row - new)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  plan->add_option("--new-tokens", po.speed.new_tokens, "new tokens of the row shape (default: max_new_tokens)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  plan->add_option("--rows", po.speed.rows, "concurrent rows per replica (default: min(max_seqs, rows that fit))")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
 
   auto* inspect = app.add_subcommand("inspect", "summarize a results file");
   inspect->add_option("results", results_path, "results file (HDF5)")->required();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -181,6 +182,16 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   const JobSpec job = load_job(o.job_path, sets);
   const ModelConfig cfg = load_model_config(job.model);
 
+  // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
+  // 0 goes on (and measures memory and GEMM alone, the others idle).
+  std::optional<Calibration> calibration;
+  if (o.speed.calibrate) {
+    calibration = calibrate_machine(o.speed.memory_gbs <= 0, o.speed.gemm_tflops <= 0);
+    if (calibration->mpi_rank != 0) return kExitOk;
+  }
+  const bool alpha_measured = o.alpha_us < 0 && calibration && calibration->allreduce_measured;
+  const bool beta_measured = o.bandwidth_gbs <= 0 && calibration && calibration->allreduce_measured;
+
   PlanInputs in;
   in.world_size = o.world_size > 0 ? o.world_size : static_cast<int>(job.parallel.tensor * job.parallel.pipeline);
   in.ranks_per_node = o.ranks_per_node > 0 ? o.ranks_per_node
@@ -208,14 +219,30 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : in.accelerator ? kNvlinkAlphaUs : kCpuAlphaUs;
   in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : in.accelerator ? kNvlinkBusBandwidthGBs
                                                                               : kCpuBusBandwidthGBs;
+  if (alpha_measured) in.alpha_us = calibration->alpha_us;
+  if (beta_measured) in.bandwidth_gbs = calibration->allreduce_gbs;
 
   const Plan plan = make_plan(cfg, in);
   const std::string weights = dtype_word(in.weight_dtype);
   const std::string dtype = job.dtype == "auto" ? weights + " (auto)" : weights;
-  if (o.json)
+  std::optional<SpeedReport> speed;
+  if (wants_speed(o.speed)) {
+    const bool given = o.alpha_us >= 0 || o.bandwidth_gbs > 0;
+    const std::string allreduce_source = alpha_measured || beta_measured ? (given ? "measured and given" : "measured")
+                                         : given                         ? "given"
+                                                                         : "default";
+    speed = make_speed_report(o.speed, calibration, allreduce_source, plan, cfg, job.sampling.max_new_tokens);
+  }
+  if (o.json && speed) {
+    json j = json::parse(plan_json(plan, cfg, job.model, weights));
+    add_speed_json(j, *speed);
+    out << j.dump(2) << "\n";
+  } else if (o.json) {
     out << plan_json(plan, cfg, job.model, weights) << "\n";
-  else
+  } else {
     print_plan_text(plan, cfg, job.model, dtype, out);
+    if (speed) print_speed_text(*speed, plan, out);
+  }
   return kExitOk;
 }
 

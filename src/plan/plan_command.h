@@ -10,6 +10,7 @@
 
 #include "model/config.h"
 #include "plan/memory_ledger.h"
+#include "plan/speed_report.h"
 
 namespace tpbatch {
 
@@ -25,6 +26,7 @@ struct PlanOptions {
   double alpha_us = -1.0;          // < 0: default (NVLink with --device-memory, else measured CPU)
   double bandwidth_gbs = -1.0;     // < 0: default, as alpha
   bool json = false;
+  SpeedRequest speed;              // --calibrate, --memory-gbs, --gemm-tflops, ...: plan/speed_report.h
 };
 
 // Runs the command; throws Error (exit 2 for bad options or job, 1 for config errors).

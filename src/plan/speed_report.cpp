@@ -1,0 +1,153 @@
+#include "plan/speed_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/error.h"
+
+namespace tpbatch {
+
+bool wants_speed(const SpeedRequest& r) { return r.calibrate || r.memory_gbs > 0 || r.gemm_tflops > 0; }
+
+SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibration>& cal,
+                              const std::string& allreduce_source, const Plan& plan, const ModelConfig& config,
+                              int64_t max_new_tokens) {
+  if (r.prompt_tokens < 0 || r.new_tokens < 0 || r.rows < 0)
+    throw JobError("--prompt-tokens, --new-tokens and --rows must be at least 1");
+  const PlanInputs& in = plan.inputs;
+  SpeedReport rep;
+  rep.calibration = cal;
+  auto pick = [&](double flag, double measured, double fallback, std::string& source) {
+    if (flag > 0) { source = "given"; return flag; }
+    if (measured > 0) { source = "measured"; return measured; }
+    source = "default";
+    return fallback;
+  };
+  rep.node.memory_gbs = pick(r.memory_gbs, cal ? cal->memory_gbs : 0.0,
+                             in.accelerator ? kAcceleratorMemoryGBs : kCpuMemoryGBs, rep.memory_source);
+  rep.node.gemm_tflops = pick(r.gemm_tflops, cal ? cal->gemm_tflops : 0.0,
+                              in.accelerator ? kAcceleratorGemmTflops : kCpuGemmTflops, rep.gemm_source);
+  rep.node.gemm_half_rows = r.gemm_half_rows >= 0 ? r.gemm_half_rows
+                            : (cal && r.gemm_tflops <= 0) ? cal->gemm_half_rows : 0.0;
+  rep.node.alpha_us = in.alpha_us;
+  rep.node.allreduce_gbs = in.bandwidth_gbs;
+  rep.allreduce_source = allreduce_source;
+  rep.rank = rep.node;
+  // CPU ranks of one node share its memory bandwidth and cores; an accelerator is one rank's own.
+  rep.ranks_sharing = in.accelerator ? 1 : std::max(1, std::min(in.ranks_per_node, in.world_size));
+  rep.rank.memory_gbs /= rep.ranks_sharing;
+  rep.rank.gemm_tflops /= rep.ranks_sharing;
+
+  const int64_t new_tokens = r.new_tokens > 0 ? r.new_tokens : std::max<int64_t>(1, max_new_tokens);
+  const int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : std::max<int64_t>(1, in.row_tokens - new_tokens);
+  const CostDtypes dtypes{in.weight_dtype, in.kv_dtype, in.activation_dtype};
+  for (const auto& g : plan.layouts) {
+    LayoutSpeed s;
+    const int64_t rows = r.rows > 0 ? r.rows : std::min<int64_t>(in.max_seqs, g.concurrent_rows);
+    if (g.fits && rows >= 1) {
+      s.predicted = true;
+      s.shape = RowShape{prompt, new_tokens, rows};
+      s.p = predict_speed(config, Layout{in.world_size, g.tensor, g.pipeline}, dtypes, rep.rank, s.shape);
+    }
+    rep.layouts.push_back(s);
+  }
+  return rep;
+}
+
+namespace {
+
+nlohmann::json machine_json(const MachineModel& m) {
+  return nlohmann::json{{"memory_gbs", m.memory_gbs},
+                        {"gemm_tflops", m.gemm_tflops},
+                        {"gemm_half_rows", m.gemm_half_rows},
+                        {"alpha_us", m.alpha_us},
+                        {"allreduce_gbs", m.allreduce_gbs}};
+}
+
+}  // namespace
+
+void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
+  nlohmann::json m = machine_json(rep.node);
+  m["per_rank"] = machine_json(rep.rank);
+  m["ranks_sharing_node"] = rep.ranks_sharing;
+  m["memory_source"] = rep.memory_source;
+  m["gemm_source"] = rep.gemm_source;
+  m["allreduce_source"] = rep.allreduce_source;
+  if (rep.calibration) {
+    const Calibration& c = *rep.calibration;
+    m["calibration"] = {{"memory_gbs", c.memory_gbs},           {"gemm_tflops", c.gemm_tflops},
+                        {"gemm_decode_tflops", c.gemm_decode_tflops}, {"gemm_half_rows", c.gemm_half_rows},
+                        {"gemm_threads", c.gemm_threads},       {"allreduce_measured", c.allreduce_measured},
+                        {"allreduce_ranks", c.allreduce_ranks}, {"alpha_us", c.alpha_us},
+                        {"allreduce_gbs", c.allreduce_gbs}};
+  }
+  j["machine"] = m;
+  auto& layouts = j["layouts"];
+  for (size_t i = 0; i < rep.layouts.size() && i < layouts.size(); ++i) {
+    const LayoutSpeed& s = rep.layouts[i];
+    if (!s.predicted) {
+      layouts[i]["speed"] = nullptr;
+      continue;
+    }
+    layouts[i]["speed"] = {{"prompt_tokens", s.shape.prompt_tokens},
+                           {"new_tokens", s.shape.new_tokens},
+                           {"rows_per_replica", s.shape.rows},
+                           {"decode_step_us", s.p.decode_step_us},
+                           {"weight_read_us", s.p.weight_read_us},
+                           {"gemm_us", s.p.gemm_us},
+                           {"kv_read_us", s.p.kv_read_us},
+                           {"allreduce_us", s.p.allreduce_us},
+                           {"handoff_us", s.p.handoff_us},
+                           {"tokens_per_s_replica", s.p.tokens_per_s_replica},
+                           {"tokens_per_s_total", s.p.tokens_per_s_total},
+                           {"ttft_s", s.p.ttft_s},
+                           {"batch_output_tokens_per_s", s.p.batch_output_tokens_per_s}};
+  }
+}
+
+void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& out) {
+  char line[256];
+  const MachineModel& n = rep.node;
+  std::snprintf(line, sizeof line,
+                "\npredicted speed (plan/cost_model.h): memory %.1f GB/s (%s), GEMM %.3f TFLOP/s (%s, m_half %.1f rows), "
+                "allreduce alpha %.2f us B %.2f GB/s (%s)",
+                n.memory_gbs, rep.memory_source.c_str(), n.gemm_tflops, rep.gemm_source.c_str(), n.gemm_half_rows,
+                n.alpha_us, n.allreduce_gbs, rep.allreduce_source.c_str());
+  out << line;
+  if (rep.ranks_sharing > 1) out << "; memory and GEMM shared by " << rep.ranks_sharing << " CPU ranks of a node";
+  out << "\n";
+  if (rep.calibration) {
+    const Calibration& c = *rep.calibration;
+    std::snprintf(line, sizeof line,
+                  "calibration: read %.2f GB/s, gemm_nt fp32 %.1f GFLOP/s at 512x2048x2048, %.1f GFLOP/s at 32x2048x768 "
+                  "(%d threads)",
+                  c.memory_gbs, c.gemm_tflops * 1e3, c.gemm_decode_tflops * 1e3, c.gemm_threads);
+    out << line;
+    if (c.allreduce_measured)
+      std::snprintf(line, sizeof line, "; MPI allreduce over %d ranks: alpha %.2f us, B %.2f GB/s\n", c.allreduce_ranks,
+                    c.alpha_us, c.allreduce_gbs);
+    else
+      std::snprintf(line, sizeof line, "; allreduce not measured (run under mpirun with >= 2 ranks), model kept\n");
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "%4s %4s %4s %6s %8s %8s %12s %14s %14s %10s\n", "TP", "PP", "DP", "rows", "prompt",
+                "new", "step ms", "tok/s replica", "tok/s total", "TTFT s");
+  out << line;
+  for (size_t i = 0; i < rep.layouts.size(); ++i) {
+    const LayoutLedger& g = plan.layouts[i];
+    const LayoutSpeed& s = rep.layouts[i];
+    if (!s.predicted) {
+      std::snprintf(line, sizeof line, "%4d %4d %4d %6s (does not fit)\n", g.tensor, g.pipeline, g.data, "-");
+    } else {
+      std::snprintf(line, sizeof line, "%4d %4d %4d %6lld %8lld %8lld %12.3f %14.1f %14.1f %10.3f\n", g.tensor,
+                    g.pipeline, g.data, static_cast<long long>(s.shape.rows),
+                    static_cast<long long>(s.shape.prompt_tokens), static_cast<long long>(s.shape.new_tokens),
+                    s.p.decode_step_us / 1e3, s.p.tokens_per_s_replica, s.p.tokens_per_s_total, s.p.ttft_s);
+    }
+    out << line;
+  }
+  out << "(decode step = max(weights / bandwidth, GEMM FLOPs / rate) + KV read + allreduces, summed over stages, "
+         "+ hand-offs; rows per replica)\n";
+}
+
+}  // namespace tpbatch

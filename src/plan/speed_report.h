@@ -1,0 +1,62 @@
+#pragma once
+// The speed part of `tpbatch plan` (with --calibrate, --memory-gbs or --gemm-tflops): the machine
+// the cost model (plan/cost_model.h) runs on — measured, given as flags, or defaults — and the
+// prediction for every layout of the plan, as text and as JSON.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "plan/cost_model.h"
+#include "plan/machine_calibration.h"
+#include "plan/memory_ledger.h"
+
+namespace tpbatch {
+
+// Defaults when neither measured nor given. Accelerator: an H200 (HBM3e 4.8 TB/s, 990 TFLOP/s dense
+// bf16). CPU: the 2-core development machine's OpenBLAS sgemv stream (19 GB/s) and a modest GEMM rate.
+inline constexpr double kAcceleratorMemoryGBs = 4800.0;
+inline constexpr double kAcceleratorGemmTflops = 990.0;
+inline constexpr double kCpuMemoryGBs = 19.0;
+inline constexpr double kCpuGemmTflops = 0.15;
+
+struct SpeedRequest {
+  bool calibrate = false;
+  double memory_gbs = -1.0;       // < 0: measured (--calibrate) or the default
+  double gemm_tflops = -1.0;
+  double gemm_half_rows = -1.0;   // < 0: measured or 0
+  int64_t prompt_tokens = 0;      // 0: row_tokens - max_new_tokens
+  int64_t new_tokens = 0;         // 0: the job's sampling.max_new_tokens
+  int64_t rows = 0;               // per replica; 0: min(max_seqs, the layout's concurrent rows)
+};
+
+struct LayoutSpeed {
+  bool predicted = false;         // false when the layout does not fit
+  RowShape shape;
+  SpeedPrediction p;
+};
+
+struct SpeedReport {
+  MachineModel node;              // node totals on the CPU (memory, GEMM), per device on accelerators
+  MachineModel rank;              // what one rank gets: CPU memory and GEMM shared by the node's ranks
+  int ranks_sharing = 1;
+  std::string memory_source, gemm_source, allreduce_source;  // "measured" | "given" | "default"
+  std::optional<Calibration> calibration;
+  std::vector<LayoutSpeed> layouts;  // parallel to Plan::layouts
+};
+
+bool wants_speed(const SpeedRequest& r);
+
+// The plan's alpha/bandwidth (already resolved from flags, the calibration or defaults) are the
+// allreduce model; `allreduce_source` says which.
+SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibration>& calibration,
+                              const std::string& allreduce_source, const Plan& plan, const ModelConfig& config,
+                              int64_t max_new_tokens);
+
+void add_speed_json(nlohmann::json& plan_json, const SpeedReport& report);
+void print_speed_text(const SpeedReport& report, const Plan& plan, std::ostream& out);
+
+}  // namespace tpbatch
