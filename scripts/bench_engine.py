@@ -1,124 +1,229 @@
 #!/usr/bin/env python3
-"""Engine benchmarks on the ~125M generated model (CPU backend), printed against measured bounds.
+"""Issue 12's benchmark table on the ~125M generated model (CPU backend), each row against its bound
+measured in the same run (read bandwidth and fp32 GEMM peak at 1 and 2 threads, tpbatch_machine_bench),
+and, when LLAMA_CPP_BIN names a llama.cpp build folder, llama-bench / llama-batched-bench on the same
+weights converted to GGUF, with the ratios.
 
-  prefill   tokens/s and GEMM rate as a share of the machine's fp32 GEMM peak
-  decode    one sequence: tokens/s as a share of the bandwidth floor (read bandwidth / weight bytes)
-  batching  64 rows x (128 prompt + 128 new) at max_seqs 1, 8, 32, 64 for 1 rank x 2 threads,
-            TP=2 and DP=2 (both cores in each case), with each step's GEMM rate vs the peak
-  pipeline  TP=2xPP=2 vs TP=2 decode throughput on 4 ranks, and the per-stage busy fraction
+Rows (tpbatch side):
+  F32 decode, 1 sequence, 1 thread             tok/s vs the read-bandwidth floor (bw / weight bytes)
+  F32 32 sequences x (128 prompt + 128 new)     generated tok/s, best of 1 rank x 2 threads / TP=2 / DP=2
+  BF16 decode, 1 sequence, 1 and 2 threads      vs the bf16 floor (half the bytes)
+  BF16 32 x (128 + 128)                         as the F32 row, bf16 checkpoint
+  decode throughput, 16 sequences vs 1, 1 thread ratio vs the ratio the bounds allow
+  prefill, 512-token prompts, 1 thread          GEMM rate as a share of the 1-thread GEMM peak
+The 32 x (128+128) bound: prefill FLOPs / peak + 128 steps of max(weights / bw, step FLOPs / peak).
 
-Usage: scripts/bench_engine.sh [BUILD_DIR] [--quick]
+llama.cpp (optional): LLAMA_CPP_BIN=/path/to/llama.cpp/build (binaries in it or in its bin/);
+LLAMA_CPP_SRC (default: the build folder's parent) holds convert_hf_to_gguf.py, which needs python3
+with numpy, torch, safetensors, sentencepiece, transformers and llama.cpp's gguf-py (pip install -r
+LLAMA_CPP_SRC/requirements/requirements-convert_hf_to_gguf.txt, or PYTHONPATH=LLAMA_CPP_SRC/gguf-py).
+
+Usage: scripts/bench_engine.sh [BUILD_DIR] [--quick]   (--quick: fewer rows and tokens, same table)
 """
+import glob
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 
 import h5py
 
-BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
+BUILD = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else "build"
 QUICK = "--quick" in sys.argv
 TP = os.path.join(BUILD, "tpbatch")
 WORK = os.path.join(BUILD, "bench")
-MODEL = os.path.join(WORK, "125m")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+NEW = 64 if QUICK else 128       # new tokens per row in the batched rows
+DECODE_NEW = 64 if QUICK else 128
 
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV, **kw)
 
 
-def machine():
-    out = sh([os.path.join(BUILD, "benchmarks", "tpbatch_machine_bench"), "--threads", "2"]).stdout
+def machine(threads):
+    out = sh([os.path.join(BUILD, "benchmarks", "tpbatch_machine_bench"), "--threads", str(threads)]).stdout
     vals = dict(line.split(None, 1) for line in out.strip().splitlines())
-    return vals["blas_core"], float(vals["gemm_gflops"]), float(vals["read_gbps"])
+    return dict(core=vals["blas_core"].strip(), peak=float(vals["gemm_gflops"]), bw=float(vals["read_gbps"]))
 
 
-def write_rows(path, rows, prompt_len, vocab, **extra):
+def write_rows(path, rows, prompt_len, vocab):
     rnd = random.Random(1)
     with open(path, "w") as f:
         for i in range(rows):
-            f.write(json.dumps(dict(id=f"r{i}", ids=[rnd.randrange(3, vocab) for _ in range(prompt_len)], **extra)) + "\n")
+            f.write(json.dumps(dict(id=f"r{i}", ids=[rnd.randrange(3, vocab) for _ in range(prompt_len)])) + "\n")
 
 
-def run(np_, jsonl, out, sets):
+def run(model, np_, jsonl, sets):
     job = os.path.join(WORK, "job.yaml")
+    out = os.path.join(WORK, "out.h5")
     with open(job, "w") as f:
-        f.write(f"model: {MODEL}\ninput:\n  path: {jsonl}\n  tokens_field: ids\noutput:\n  path: {out}\n"
+        f.write(f"model: {model}\ninput:\n  path: {jsonl}\n  tokens_field: ids\noutput:\n  path: {out}\n"
                 f"  if_exists: overwrite\n  logprobs: false\nsampling:\n  ignore_eos: true\n")
     args = [TP, job] + [a for s in sets for a in ("--set", s)]
     if np_ > 1:
         args = ["mpirun", "-np", str(np_), "--oversubscribe", "--bind-to", "none"] + args
-    log = subprocess.run(args, check=True, capture_output=True, text=True, env=ENV).stderr
-    m = dict(h5py.File(out)["metrics"].attrs)
-    return m, log
+    subprocess.run(args, check=True, capture_output=True, text=True, env=ENV)
+    with h5py.File(out) as h:
+        return dict(h["metrics"].attrs)
+
+
+def row(name, value, bound_text, ratio_text, goal):
+    print(f"| {name} | {value} | {bound_text} | {ratio_text} | {goal} |", flush=True)
+
+
+def llama_cpp(models):
+    """llama.cpp numbers on the same weights, or None with the reason printed."""
+    bin_dir = os.environ.get("LLAMA_CPP_BIN")
+    if not bin_dir:
+        print("llama.cpp: LLAMA_CPP_BIN is not set: no llama.cpp columns (point it at a llama.cpp build folder)")
+        return None
+
+    def tool(name):
+        for cand in (os.path.join(bin_dir, name), os.path.join(bin_dir, "bin", name)):
+            if os.access(cand, os.X_OK):
+                return cand
+        raise FileNotFoundError(f"{name} not found in {bin_dir} or {bin_dir}/bin")
+
+    src = os.environ.get("LLAMA_CPP_SRC", os.path.dirname(os.path.abspath(bin_dir)))
+    convert = os.path.join(src, "convert_hf_to_gguf.py")
+    res = {}
+    try:
+        bench, batched = tool("llama-bench"), tool("llama-batched-bench")
+        for dt, model in models.items():
+            gguf = os.path.join(WORK, f"125m-{dt}.gguf")
+            if not os.path.exists(gguf):
+                env = dict(ENV, PYTHONPATH=os.path.join(src, "gguf-py") + os.pathsep + ENV.get("PYTHONPATH", ""))
+                subprocess.run([sys.executable, convert, model, "--outfile", gguf, "--outtype", dt],
+                               check=True, capture_output=True, text=True, env=env)
+            for t in (1, 2):
+                out = sh([bench, "-m", gguf, "-p", "512", "-n", "128", "-t", str(t), "-o", "json"]).stdout
+                for e in json.loads(out):
+                    kind = "pp" if e.get("n_prompt", 0) > 0 else "tg"
+                    res[(dt, kind, t)] = e["avg_ts"]
+            n_ctx = 32 * (128 + NEW) + 512
+            base = [batched, "-m", gguf, "-c", str(n_ctx), "-b", "2048", "-ub", "512", "-npp", "128", "-ntg",
+                    str(NEW), "-npl", "32", "-t", "2", "--output-format", "jsonl"]
+            try:
+                out = sh(base + ["-fa", "on"]).stdout
+            except subprocess.CalledProcessError:
+                out = sh(base + ["-fa"]).stdout  # older builds: -fa is a bare flag
+            lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            res[(dt, "batched_tg", 2)] = lines[-1]["speed_tg"]
+    except (OSError, subprocess.CalledProcessError, KeyError, ValueError, IndexError) as e:
+        detail = getattr(e, "stderr", "") or ""
+        print(f"llama.cpp: failed ({e}); {detail.strip().splitlines()[-1] if detail.strip() else ''}")
+        print("  (convert_hf_to_gguf.py needs numpy, torch, safetensors, sentencepiece, transformers and gguf-py)")
+        return None
+    return res
 
 
 def main():
     os.makedirs(WORK, exist_ok=True)
-    if not os.path.exists(os.path.join(MODEL, "model.safetensors")):
-        sh([TP, "make-model", MODEL, "--preset", "125m"])
-    cfg = json.load(open(os.path.join(MODEL, "config.json")))
+    models = {"f32": os.path.join(WORK, "125m"), "bf16": os.path.join(WORK, "125m-bf16")}
+    for dt, path in models.items():
+        if not os.path.exists(os.path.join(path, "model.safetensors")):
+            sh([TP, "make-model", path, "--preset", "125m", "--dtype", "float32" if dt == "f32" else "bfloat16"])
+    cfg = json.load(open(os.path.join(models["f32"], "config.json")))
     H, I, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
     hd = H // cfg["num_attention_heads"]
     kv = cfg["num_key_value_heads"] * hd
-    per_layer = H * H + 2 * kv * H + H * H + 3 * H * I
-    matmul_params = L * per_layer + V * H          # weights read per decode step (embedding table excluded)
-    weight_bytes = 4 * matmul_params
-    core, peak, bw = machine()
-    print(f"machine: OpenBLAS core {core}; fp32 GEMM peak {peak:.1f} GFLOP/s (2 threads); read bandwidth {bw:.1f} GB/s")
-    print(f"model: 125M-shaped, {matmul_params/1e6:.1f}M matmul parameters, {weight_bytes/2**20:.0f} MiB read per decode step")
+    params = L * (H * H + 2 * kv * H + H * H + 3 * H * I) + V * H  # matmul weights read per decode step
+    m1, m2 = machine(1), machine(2)
+    try:
+        load = open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        load = ["?"] * 3
+    print(f"machine: {os.cpu_count()} cores, load average {' '.join(load)} (others' work shares these cores)")
+    print(f"bounds: read bandwidth {m1['bw']:.1f} GB/s (1 thread) / {m2['bw']:.1f} GB/s (2); fp32 GEMM peak "
+          f"{m1['peak']:.1f} / {m2['peak']:.1f} GFLOP/s (OpenBLAS core {m2['core']})")
+    print(f"model: 125M-shaped, {params/1e6:.1f}M matmul parameters: {4*params/2**20:.0f} MiB f32, "
+          f"{2*params/2**20:.0f} MiB bf16 read per decode step\n")
 
-    # Prefill: 8 rows x 512 tokens, one new token each.
-    jp = os.path.join(WORK, "prefill.jsonl")
-    write_rows(jp, 8, 512, V)
-    m, _ = run(1, jp, os.path.join(WORK, "p.h5"), ["sampling.max_new_tokens=1", "engine.max_seqs=8", "engine.threads=2"])
-    toks = m["prompt_tokens"]
-    rate = toks / m["wall_seconds"]
-    gflops = 2 * matmul_params * toks / m["wall_seconds"] / 1e9
-    print(f"prefill: {rate:.0f} tokens/s; GEMM {gflops:.1f} GFLOP/s = {gflops/peak:.2f} of peak (target >= 0.6)")
+    def floor(m, bytes_per):  # decode tokens/s if the weights stream at read bandwidth
+        return m["bw"] * 1e9 / (bytes_per * params)
 
-    # Decode, one sequence.
-    jd = os.path.join(WORK, "decode.jsonl")
+    jd = os.path.join(WORK, "decode1.jsonl")
     write_rows(jd, 1, 16, V)
-    m, _ = run(1, jd, os.path.join(WORK, "d.h5"), ["sampling.max_new_tokens=128", "engine.max_seqs=1", "engine.threads=2"])
-    tps = 1.0 / m["tpot_p50_seconds"]
-    floor = bw * 1e9 / weight_bytes
-    print(f"decode (batch 1): {tps:.1f} tokens/s; bandwidth floor {floor:.1f} tokens/s; ratio {tps/floor:.2f} (target >= 0.9)")
+    jd16 = os.path.join(WORK, "decode16.jsonl")
+    write_rows(jd16, 16, 16, V)
+    rows32 = 32
+    jb = os.path.join(WORK, "batch32.jsonl")
+    write_rows(jb, rows32, 128, V)
+    jp = os.path.join(WORK, "prefill.jsonl")
+    write_rows(jp, 2 if QUICK else 4, 512, V)
+    results = {}
 
-    # Continuous batching table.
-    jb = os.path.join(WORK, "batch.jsonl")
-    rows = 16 if QUICK else 64
-    few = 8  # max_seqs 1 runs one row at a time: 8 rows give its rate without taking minutes
-    write_rows(jb, rows, 128, V)
-    jf = os.path.join(WORK, "batch_few.jsonl")
-    write_rows(jf, few, 128, V)
-    print(f"\nbatching: {rows} rows ({few} at max_seqs 1) x (128 prompt + 128 new tokens); output tokens/s (GEMM GFLOP/s, share of peak)")
-    layouts = [("1 rank x 2 threads", 1, ["engine.threads=2"]), ("TP=2", 2, ["parallel.tensor=2"]), ("DP=2", 2, [])]
-    print(f"{'layout':<20}" + "".join(f"{'max_seqs ' + str(s):>26}" for s in (1, 8, 32, 64)))
-    base = None
-    for name, np_, sets in layouts:
-        cells = []
-        for seqs in (1, 8, 32, 64):
-            src = jb if seqs > 1 else jf
-            m, _ = run(np_, src, os.path.join(WORK, "b.h5"), sets + ["sampling.max_new_tokens=128", f"engine.max_seqs={seqs}"])
-            out_tps = m["output_tokens"] / m["wall_seconds"]
-            gf = 2 * matmul_params * (m["output_tokens"] + m["prompt_tokens"]) / m["wall_seconds"] / 1e9
-            if name.startswith("1 rank") and seqs == 1:
-                base = out_tps
-            cells.append(f"{out_tps:8.1f} ({gf:5.1f}, {gf/peak:4.2f})")
-        print(f"{name:<20}" + "".join(f"{c:>26}" for c in cells))
-    if base:
-        print(f"(speed-up target: >= 8x the max_seqs 1 throughput at max_seqs 32; baseline {base:.1f} tokens/s)")
+    print("| workload | tpbatch | bound (same run) | share of bound | goal |")
+    print("| --- | --- | --- | --- | --- |")
 
-    # Pipeline: TP=2 x PP=2 vs TP=2 x DP=2 on 4 ranks (2 cores: ranks share cores; compare ratios).
-    print("\npipeline (4 ranks on 2 cores):")
-    for name, sets in [("TP=2 x DP=2", ["parallel.tensor=2"]), ("TP=2 x PP=2", ["parallel.tensor=2", "parallel.pipeline=2"])]:
-        m, log = run(4, jb, os.path.join(WORK, "pp.h5"), sets + ["sampling.max_new_tokens=64", "engine.max_seqs=32"])
-        busy = re.search(r"busy fraction per stage.*", log)
-        print(f"  {name:<14} {m['output_tokens']/m['wall_seconds']:8.1f} output tokens/s  {busy.group(0) if busy else ''}")
+    def decode(dt, threads, jsonl=jd, seqs=1):
+        m = run(models[dt], 1, jsonl, [f"sampling.max_new_tokens={DECODE_NEW}", f"engine.max_seqs={seqs}",
+                                       f"engine.threads={threads}"])
+        return seqs / m["tpot_p50_seconds"]
+
+    def batched(dt):
+        best, best_name = 0.0, ""
+        for name, np_, sets in [("1 rank x 2 threads", 1, ["engine.threads=2"]), ("TP=2", 2, ["parallel.tensor=2"]),
+                                ("DP=2", 2, [])]:
+            m = run(models[dt], np_, jb, sets + [f"sampling.max_new_tokens={NEW}", f"engine.max_seqs={rows32}"])
+            tps = m["output_tokens"] / m["wall_seconds"]
+            if tps > best:
+                best, best_name = tps, name
+        bpp = 4 if dt == "f32" else 2
+        step = max(bpp * params / (m2["bw"] * 1e9), 2 * params * rows32 / (m2["peak"] * 1e9))
+        t_bound = 2 * params * rows32 * 128 / (m2["peak"] * 1e9) + NEW * step
+        return best, best_name, rows32 * NEW / t_bound
+
+    tps = decode("f32", 1)
+    results[("f32", "tg", 1)] = tps
+    fl = floor(m1, 4)
+    row("F32, one sequence, decode, 1 thread", f"{tps:.1f} tok/s", f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 0.9")
+
+    best, name, bnd = batched("f32")
+    results[("f32", "batched_tg", 2)] = best
+    row(f"F32, 32 sequences x (128 + {NEW}), both cores", f"{best:.1f} tok/s generated ({name})",
+        f"{bnd:.0f} tok/s", f"{best/bnd:.2f}", ">= 2x llama.cpp")
+
+    for t, m in ((1, m1), (2, m2)):
+        tps = decode("bf16", t)
+        results[("bf16", "tg", t)] = tps
+        fl = floor(m, 2)
+        row(f"BF16, one sequence, decode, {t} thread{'s' if t > 1 else ''}", f"{tps:.1f} tok/s",
+            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= llama.cpp")
+
+    best, name, bnd = batched("bf16")
+    results[("bf16", "batched_tg", 2)] = best
+    row(f"BF16, 32 sequences x (128 + {NEW})", f"{best:.1f} tok/s generated ({name})", f"{bnd:.0f} tok/s",
+        f"{best/bnd:.2f}", ">= 2x llama.cpp")
+
+    one = results[("f32", "tg", 1)]
+    sixteen = decode("f32", 1, jd16, 16)
+    t1 = max(4 * params / (m1["bw"] * 1e9), 2 * params / (m1["peak"] * 1e9))
+    t16 = max(4 * params / (m1["bw"] * 1e9), 2 * params * 16 / (m1["peak"] * 1e9))
+    row("decode throughput, 16 sequences vs 1, 1 thread (F32)", f"{sixteen/one:.1f}x ({sixteen:.0f} tok/s)",
+        f"{16*t1/t16:.1f}x", f"{(sixteen/one)/(16*t1/t16):.2f}", ">= 8x")
+
+    m = run(models["f32"], 1, jp, ["sampling.max_new_tokens=1", "engine.max_seqs=4", "engine.threads=1"])
+    rate = m["prompt_tokens"] / m["wall_seconds"]
+    results[("f32", "pp", 1)] = rate
+    gf = 2 * params * rate / 1e9
+    row("prefill, 512-token prompts, 1 thread (F32)", f"{rate:.0f} tok/s ({gf:.1f} GFLOP/s)",
+        f"{m1['peak']:.1f} GFLOP/s peak", f"{gf/m1['peak']:.2f}", ">= 0.6 of peak")
+    print("(generated tok/s of the 32-sequence rows = output tokens / wall time, prefill included)")
+
+    lc = llama_cpp(models)
+    if lc:
+        print("\n| workload | llama.cpp | tpbatch | tpbatch / llama.cpp |")
+        print("| --- | --- | --- | --- |")
+        for key, label in [(("f32", "tg", 1), "F32 decode, 1 thread (llama-bench tg128)"),
+                           (("f32", "batched_tg", 2), "F32 32 x (128+new), 2 threads (batched-bench -fa, S_TG)"),
+                           (("bf16", "tg", 1), "BF16 decode, 1 thread"), (("bf16", "tg", 2), "BF16 decode, 2 threads"),
+                           (("bf16", "batched_tg", 2), "BF16 32 x (128+new), 2 threads"),
+                           (("f32", "pp", 1), "F32 prefill pp512, 1 thread")]:
+            if key in lc and key in results:
+                print(f"| {label} | {lc[key]:.1f} tok/s | {results[key]:.1f} tok/s | {results[key]/lc[key]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Engine benchmarks (not a test): prefill/decode against measured GEMM peak and bandwidth floor,
-# the continuous-batching table, and pipeline micro-batching. Usage: scripts/bench_engine.sh [BUILD] [--quick]
+# Issue 12's benchmark table (not a test): each workload against its bound measured in the same run,
+# and llama.cpp's numbers on the same weights when LLAMA_CPP_BIN names a llama.cpp build folder.
+# Usage: [LLAMA_CPP_BIN=/path/to/llama.cpp/build] scripts/bench_engine.sh [BUILD] [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${1:-build}
+BUILD=build
+[[ $# -gt 0 && $1 != --* ]] && BUILD=$1
 cmake --build "$BUILD" -j "$(nproc)" --target tpbatch tpbatch_machine_bench >/dev/null
 exec /usr/bin/python3 scripts/bench_engine.py "$@"
