@@ -130,7 +130,7 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
       << ", activations " << dtype_word(in.activation_dtype) << " (compute accumulates in float32)\n";
   out << "world size " << in.world_size << ", " << in.ranks_per_node << " ranks per node, device memory "
       << fmt("%.2f", static_cast<double>(in.device_memory_bytes) / kGiB) << " GiB per rank"
-      << (in.accelerator ? " (accelerator: 1 GiB context reserved)" : " (CPU: MemAvailable / ranks on the node)")
+      << (in.accelerator ? " (accelerator: 1 GiB context reserved)" : " (CPU: --device-memory, else MemAvailable / ranks on the node)")
       << ", memory_utilization " << fmt("%.2f", in.memory_utilization) << "\n";
   out << "row: " << in.row_tokens << " tokens (prompt + max_new_tokens); max_seqs " << in.max_seqs
       << ", max_batch_tokens " << in.max_batch_tokens << "\n";
