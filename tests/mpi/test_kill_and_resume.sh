@@ -5,6 +5,10 @@
 # Sampled rows are included: their samples depend only on (seed, row).
 source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
+# The plain CPU backend: this test is about kills and resumes of a long job, and the checked mode's
+# mprotect per backend call (TLB shootdowns with 4 ranks on 2 cores) made the job 12x slower (TPOT
+# 1.7 ms -> 23 ms), past the launcher's bound. Host-access discipline is checked by the other tests.
+export TPBATCH_CHECKED_BACKEND=0
 $PY - "$WORK/in.jsonl" <<'PY'
 import json, sys
 words = "Once upon a time there was a little girl named Lily who loved to play in the park with her dog".split()
