@@ -1,5 +1,7 @@
 #include "chat/evaluator.h"
 
+#include "tokenizer/utf8.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -30,24 +32,7 @@ std::vector<uint32_t> code_points(const std::string& s) {
 
 std::string from_code_points(const std::vector<uint32_t>& cps, size_t from = 0, size_t to = SIZE_MAX) {
   std::string out;
-  for (size_t k = from; k < std::min(to, cps.size()); ++k) {
-    const uint32_t cp = cps[k];
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
+  for (size_t k = from; k < std::min(to, cps.size()); ++k) tok::utf8_append(out, cps[k]);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "chat/lexer.h"
 
+#include "tokenizer/utf8.h"
+
 #include <cctype>
 #include <cstring>
 
@@ -8,23 +10,6 @@ namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 class Lexer {
  public:
@@ -211,7 +196,7 @@ class Lexer {
           const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           if (i + n > src_.size())
             throw TemplateError("chat template " + t.pos.str() + ": truncated \\" + std::string(1, e) + " escape");
-          append_utf8(static_cast<uint32_t>(std::stoul(src_.substr(i, n), nullptr, 16)), t.text);
+          tok::utf8_append(t.text, static_cast<uint32_t>(std::stoul(src_.substr(i, n), nullptr, 16)));
           i += n;
           break;
         }

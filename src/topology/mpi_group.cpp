@@ -10,16 +10,16 @@
 namespace tpbatch {
 namespace {
 
-int checked_count(size_t n) {
-  if (n > static_cast<size_t>(INT_MAX)) throw Error("MPI message of " + std::to_string(n) + " elements is too large");
-  return static_cast<int>(n);
-}
-
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
+
+int mpi_count(size_t n) {
+  if (n > static_cast<size_t>(INT_MAX)) throw Error("MPI message of " + std::to_string(n) + " elements is too large");
+  return static_cast<int>(n);
+}
 
 TimedCall::TimedCall(CollectiveStats& s, size_t bytes) : s_(s), t0_(now_seconds()) {
   s_.calls++;
@@ -42,7 +42,7 @@ void MpiGroup::allreduce_sum(float* data, size_t count) {
   WatchedCall w("MPI allreduce");
   TimedCall t(stats_["allreduce"], count * sizeof(float));
   if (size_ == 1) return;
-  MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count), MPI_FLOAT, MPI_SUM, comm_);
+  MPI_Allreduce(MPI_IN_PLACE, data, mpi_count(count), MPI_FLOAT, MPI_SUM, comm_);
 }
 
 void MpiGroup::allgather(const void* send, void* recv, size_t bytes_per_rank) {
@@ -52,26 +52,26 @@ void MpiGroup::allgather(const void* send, void* recv, size_t bytes_per_rank) {
     if (recv != send && bytes_per_rank) std::memcpy(recv, send, bytes_per_rank);
     return;
   }
-  MPI_Allgather(send, checked_count(bytes_per_rank), MPI_BYTE, recv, checked_count(bytes_per_rank), MPI_BYTE, comm_);
+  MPI_Allgather(send, mpi_count(bytes_per_rank), MPI_BYTE, recv, mpi_count(bytes_per_rank), MPI_BYTE, comm_);
 }
 
 void MpiGroup::broadcast(void* data, size_t bytes, int root) {
   WatchedCall w("MPI broadcast");
   TimedCall t(stats_["broadcast"], bytes);
   if (size_ == 1) return;
-  MPI_Bcast(data, checked_count(bytes), MPI_BYTE, root, comm_);
+  MPI_Bcast(data, mpi_count(bytes), MPI_BYTE, root, comm_);
 }
 
 void MpiGroup::send(const void* data, size_t bytes, int peer, int tag) {
   WatchedCall w("MPI send");
   TimedCall t(stats_["send"], bytes);
-  MPI_Send(data, checked_count(bytes), MPI_BYTE, peer, tag, comm_);
+  MPI_Send(data, mpi_count(bytes), MPI_BYTE, peer, tag, comm_);
 }
 
 void MpiGroup::recv(void* data, size_t bytes, int peer, int tag) {
   WatchedCall w("MPI recv");
   TimedCall t(stats_["recv"], bytes);
-  MPI_Recv(data, checked_count(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE);
+  MPI_Recv(data, mpi_count(bytes), MPI_BYTE, peer, tag, comm_, MPI_STATUS_IGNORE);
 }
 
 void MpiGroup::barrier() {

@@ -40,6 +40,9 @@ class MpiGroup {
   std::map<std::string, CollectiveStats> stats_;
 };
 
+// n as an MPI count; throws Error when it does not fit in an int.
+int mpi_count(size_t n);
+
 // Counts one call's bytes and time into a collective's counters (shared by the communicators).
 class TimedCall {
  public:

@@ -8,15 +8,6 @@
 #include "topology/mpi_group.h"
 
 namespace tpbatch {
-namespace {
-
-int checked_count(size_t n) {
-  if (n > static_cast<size_t>(INT_MAX)) throw Error("MPI message of " + std::to_string(n) + " elements is too large");
-  return static_cast<int>(n);
-}
-
-}  // namespace
-
 MpiTensorCommunicator::MpiTensorCommunicator(MPI_Comm comm, Backend& backend) : comm_(comm), be_(backend) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -34,7 +25,7 @@ void MpiTensorCommunicator::allreduce_sum(BufferView data, size_t count) {
   WatchedCall w("MPI allreduce");
   be_.host_access(data, count * dtype_size(data.dtype), true, [&](void* p) {
     if (data.dtype == DType::F32) {
-      MPI_Allreduce(MPI_IN_PLACE, p, checked_count(count), MPI_FLOAT, MPI_SUM, comm_);
+      MPI_Allreduce(MPI_IN_PLACE, p, mpi_count(count), MPI_FLOAT, MPI_SUM, comm_);
       return;
     }
     if (data.dtype != DType::BF16 && data.dtype != DType::F16)
@@ -44,7 +35,7 @@ void MpiTensorCommunicator::allreduce_sum(BufferView data, size_t count) {
     std::vector<float> f(count);
     const bool bf = data.dtype == DType::BF16;
     for (size_t i = 0; i < count; ++i) f[i] = bf ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
-    MPI_Allreduce(MPI_IN_PLACE, f.data(), checked_count(count), MPI_FLOAT, MPI_SUM, comm_);
+    MPI_Allreduce(MPI_IN_PLACE, f.data(), mpi_count(count), MPI_FLOAT, MPI_SUM, comm_);
     for (size_t i = 0; i < count; ++i) h[i] = bf ? f32_to_bf16(f[i]) : f32_to_f16(f[i]);
   });
 }
@@ -55,7 +46,7 @@ void MpiTensorCommunicator::allgather(BufferView send, BufferView recv, size_t b
   be_.host_access(send, bytes_per_rank, false, [&](void* p) { std::memcpy(mine.data(), p, bytes_per_rank); });
   be_.host_access(recv, bytes_per_rank * size_, true, [&](void* p) {
     WatchedCall w("MPI allgather");
-    MPI_Allgather(mine.data(), checked_count(bytes_per_rank), MPI_BYTE, p, checked_count(bytes_per_rank), MPI_BYTE,
+    MPI_Allgather(mine.data(), mpi_count(bytes_per_rank), MPI_BYTE, p, mpi_count(bytes_per_rank), MPI_BYTE,
                   comm_);
   });
 }
@@ -67,14 +58,14 @@ void MpiTensorCommunicator::send(BufferView data, size_t bytes, int peer) {
   Pending& p = sends_.back();
   p.bytes.resize(bytes);
   be_.host_access(data, bytes, false, [&](void* src) { std::memcpy(p.bytes.data(), src, bytes); });
-  MPI_Isend(p.bytes.data(), checked_count(bytes), MPI_BYTE, peer, kTag, comm_, &p.request);
+  MPI_Isend(p.bytes.data(), mpi_count(bytes), MPI_BYTE, peer, kTag, comm_, &p.request);
 }
 
 void MpiTensorCommunicator::recv(BufferView data, size_t bytes, int peer) {
   TimedCall t(stats_["recv"], bytes);
   be_.host_access(data, bytes, true, [&](void* dst) {
     WatchedCall w("pipeline receive of the hidden state");
-    MPI_Recv(dst, checked_count(bytes), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE);
+    MPI_Recv(dst, mpi_count(bytes), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE);
   });
 }
 
