@@ -64,7 +64,12 @@ interrupt_run() {
   wait "$mpirun_pid" || true
   local t1=$(date +%s)
   pgrep -f "^$TPBATCH $WORK/job.yaml" && fail "ranks still alive after the job ended"
-  [ $((t1 - t0)) -le 10 ] || fail "ranks took $((t1 - t0)) s to exit after SIG$sig"
+  # SIGKILL: the launcher must end every rank within 10 s. SIGTERM is a graceful stop (finished rows
+  # are flushed and fsynced first); it must end within Slurm's default KillWait of 30 s, after which
+  # Slurm sends SIGKILL anyway — measured 11 s once on a loaded 2-core machine.
+  local bound=10
+  [ "$sig" = TERM ] && bound=30
+  [ $((t1 - t0)) -le $bound ] || fail "ranks took $((t1 - t0)) s to exit after SIG$sig (bound $bound s)"
   echo "all ranks gone $((t1 - t0)) s after SIG$sig"
 }
 
