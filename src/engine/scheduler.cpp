@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/sampler.h"
 
 namespace tpbatch {
 
@@ -60,7 +59,7 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
     in.tokens.push_back(s.tokens[p0 + i]);
     in.positions.push_back(static_cast<int32_t>(p0 + i));
   }
-  Scheduled e{&s, n, 0, false};
+  Scheduled e{&s, n, 0, false, false};
   const int64_t total = static_cast<int64_t>(s.tokens.size());
   if (s.scoring) {
     // Position p predicts token p+1; skip what an earlier (preempted) pass already scored.
@@ -73,7 +72,8 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
       }
     }
   } else if (p0 + n == total) {
-    in.logits.push_back(LogitRequest{row0 + n - 1, -1, !s.sampling.greedy()});
+    e.full = needs_full_logits(s);
+    in.logits.push_back(LogitRequest{row0 + n - 1, -1, e.full});
     e.num_requests = 1;
     e.samples = true;
   }
@@ -137,41 +137,8 @@ StepInputs Scheduler::schedule() {
 }
 
 void Scheduler::finish(Sequence& seq, const char* reason) {
-  seq.finish_reason = reason;
-  seq.finished = std::chrono::steady_clock::now();
-  if (seq.detokenizer && seq.text.empty() && seq.finish_reason != "stop") seq.text = seq.detokenizer->flush_text();
+  finish_sequence(seq, reason);
   alloc_.release(seq.blocks);
-}
-
-void Scheduler::accept_token(Sequence& s, int32_t token, float logprob) {
-  if (s.num_generated() == 0) s.first_token = std::chrono::steady_clock::now();
-  s.tokens.push_back(token);
-  s.logprobs.push_back(logprob);
-  if (!s.detokenizer) {
-    if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish(s, "length");
-    return;
-  }
-  const size_t before = s.detokenizer->text().size();
-  s.detokenizer->push(token);
-  if (!s.sampling.ignore_eos && std::find(s.eos_ids.begin(), s.eos_ids.end(), token) != s.eos_ids.end()) {
-    finish(s, "eos");
-    return;
-  }
-  if (!s.sampling.stop.empty()) {
-    const std::string& text = s.detokenizer->text();
-    size_t best = std::string::npos;
-    for (const std::string& stop : s.sampling.stop) {
-      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
-      const size_t at = text.find(stop, from);
-      if (at != std::string::npos) best = std::min(best, at);
-    }
-    if (best != std::string::npos) {
-      s.text = text.substr(0, best);
-      finish(s, "stop");
-      return;
-    }
-  }
-  if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish(s, "length");
 }
 
 void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab) {
@@ -183,25 +150,13 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
     s.in_flight = false;
     s.num_computed += e.num_rows;
     if (s.scoring) {
-      for (int64_t i = 0; i < e.num_requests; ++i, ++r) {
-        const LogitResult& res = results[r];
-        const int32_t target = s.tokens[s.score_from + static_cast<int64_t>(s.logprobs.size())];
-        s.logprobs.push_back(res.target_logit - res.log_z);
-        if (res.argmax != target) s.all_greedy = false;
-      }
-      if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish(s, "scored");
+      output_.score(s, std::span<const LogitResult>(results.data() + r, static_cast<size_t>(e.num_requests)));
+      r += static_cast<size_t>(e.num_requests);
     } else if (e.samples) {
-      const LogitResult& res = results[r++];
-      int32_t token = res.argmax;
-      float logit = res.max_logit;
-      if (!s.sampling.greedy()) {
-        const float* row = full_logits.data() + (f++) * vocab;
-        token = sample_token(row, vocab, s.sampling, static_cast<uint64_t>(s.row),
-                             static_cast<uint64_t>(s.num_generated()));
-        logit = row[token];
-      }
-      accept_token(s, token, logit - res.log_z);
+      const float* row = e.full ? full_logits.data() + (f++) * vocab : nullptr;
+      output_.generate(s, results[r++], row, vocab);
     }
+    if (!s.finish_reason.empty()) alloc_.release(s.blocks);
   }
   // Move finished sequences out of the running list, keeping admission order.
   for (auto it = running_.begin(); it != running_.end();) {

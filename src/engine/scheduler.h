@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/kv_block_allocator.h"
+#include "engine/output_processor.h"
 #include "engine/sequence.h"
 #include "model/step_inputs.h"
 
@@ -36,30 +37,32 @@ class Scheduler {
   // The next step; empty when nothing can run. Sequences that cannot fit the KV cache even alone
   // come back through take_finished() with an error.
   StepInputs schedule();
-  // Applies the logits of the oldest step in flight: appends scores or sampled tokens, finishes
-  // sequences.
+  // Applies the logits of the oldest step in flight: the output processor records scores or
+  // picks tokens and decides which sequences finish; their blocks are released here.
   void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab);
   // Sequences finished since the last call (their blocks already released).
   std::vector<std::unique_ptr<Sequence>> take_finished();
 
+  size_t steps_in_flight() const { return in_flight_.size(); }
+
+ private:
+  // One sequence's chunk of a step in flight.
   struct Scheduled {
     Sequence* seq;
     int64_t num_rows;
     int64_t num_requests;     // logits requests of this chunk, in step order
     bool samples;             // its (only) request picks the next token
+    bool full;                // and asked for the full logits
   };
   std::deque<std::unique_ptr<Sequence>>::iterator next_to_admit();
   void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);
-  size_t steps_in_flight() const { return in_flight_.size(); }
-
- private:
   bool reserve(size_t index, int64_t tokens);  // grows blocks, preempting newer idle sequences if needed
   void preempt(size_t running_index);
-  void finish(Sequence& seq, const char* reason);
-  void accept_token(Sequence& seq, int32_t token, float logprob);
+  void finish(Sequence& seq, const char* reason);  // output side done, blocks released
 
   SchedulerLimits limits_;
   KvBlockAllocator& alloc_;
+  OutputProcessor output_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;   // admission order: oldest first
   std::vector<std::unique_ptr<Sequence>> finished_;

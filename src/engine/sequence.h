@@ -25,12 +25,16 @@ struct Sequence {
 
   // Paged KV cache state.
   int64_t num_computed = 0;        // tokens whose K/V are in the cache
-  bool in_flight = false;
-  bool preempted = false;          // was evicted and waits to be recomputed          // in a pipeline step whose results have not come back
+  bool in_flight = false;          // in a pipeline step whose results have not come back
+  bool preempted = false;          // was evicted and waits to be recomputed
   std::vector<int32_t> blocks;
 
   // Results.
   std::vector<float> logprobs;
+  // sampling.top_logprobs = k: at each generated position its k best tokens and their logprobs,
+  // position after position ([num_generated][k], flattened).
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logprobs;
   bool all_greedy = true;
   std::unique_ptr<IncrementalDetokenizer> detokenizer;
   std::string text;                // final text (stop string excluded)

@@ -2,6 +2,7 @@
 #include "io/input_row.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -126,6 +127,42 @@ void apply_overrides(const json& obj, const LineContext& ctx, SamplingParams& s)
     if (!v->is_boolean()) ctx.bad("'ignore_eos' must be true or false");
     s.ignore_eos = v->get<bool>();
   }
+  if (const json* v = field("min_p")) {
+    if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() <= 1)) ctx.bad("'min_p' must be a number in [0, 1]");
+    s.min_p = v->get<double>();
+  }
+  if (const json* v = field("repetition_penalty")) {
+    if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>()))
+      ctx.bad("'repetition_penalty' must be a finite number > 0");
+    s.repetition_penalty = v->get<double>();
+  }
+  for (const char* name : {"presence_penalty", "frequency_penalty"})
+    if (const json* v = field(name)) {
+      if (!v->is_number() || !std::isfinite(v->get<double>())) ctx.bad(std::string("'") + name + "' must be a finite number");
+      (name[0] == 'p' ? s.presence_penalty : s.frequency_penalty) = v->get<double>();
+    }
+  if (const json* v = field("stop_token_ids")) {
+    const std::string msg = "'stop_token_ids' must be a list of token ids (integers >= 0)";
+    if (!v->is_array()) ctx.bad(msg);
+    std::vector<int32_t> ids;
+    for (const auto& e : *v) {
+      int64_t id;
+      if (!as_int64(e, id) || id < 0 || id > std::numeric_limits<int32_t>::max()) ctx.bad(msg);
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    s.stop_token_ids = std::move(ids);
+  }
+  if (const json* v = field("min_tokens")) {
+    int64_t x;
+    if (!as_int64(*v, x) || x < 0) ctx.bad("'min_tokens' must be an integer >= 0");
+    s.min_tokens = x;
+  }
+  if (const json* v = field("top_logprobs")) {
+    int64_t x;
+    if (!as_int64(*v, x) || x < 0 || x > kMaxTopLogprobs)
+      ctx.bad("'top_logprobs' must be an integer in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    s.top_logprobs = x;
+  }
 }
 
 // The row's token ids, each in [0, vocab_size) (vocab_size 0: any int32 >= 0).
@@ -167,9 +204,11 @@ void check_messages(const json& m, const LineContext& ctx) {
 
 // An OpenAI Batch API request line ({"custom_id", "method", "url", "body"}) as the plain row it
 // asks for: custom_id is the id, body.prompt (completions) or body.messages (chat) the prompt,
-// max_tokens / max_completion_tokens, temperature, top_p, seed and stop the overrides. body.model
-// is ignored (the job names the model); n: 1, stream: false and logprobs: false are accepted as
-// what the engine does anyway; other body keys are unknown keys.
+// max_tokens / max_completion_tokens, temperature, top_p, seed, stop, presence/frequency_penalty
+// and top_logprobs (completions: logprobs: k) the overrides, as are vLLM's extra sampling keys
+// (top_k, min_p, repetition_penalty, min_tokens, stop_token_ids, ignore_eos). body.model is
+// ignored (the job names the model); n: 1, stream: false and chat's logprobs: true|false are
+// accepted as what the engine does anyway; other body keys are unknown keys.
 json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
   const InputSpec& in = job.input;
   const bool strict = in.unknown_keys == "error";
@@ -207,13 +246,27 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
       if (row.contains("max_new_tokens") && row["max_new_tokens"] != v)
         ctx.bad("'body.max_tokens' and 'body.max_completion_tokens' differ");
       row["max_new_tokens"] = v;
-    } else if (k == "temperature" || k == "top_p" || k == "seed" || k == "stop") {
+    } else if (k == "temperature" || k == "top_p" || k == "seed" || k == "stop" || k == "presence_penalty" ||
+               k == "frequency_penalty" || k == "top_logprobs" || k == "top_k" || k == "min_p" ||
+               k == "repetition_penalty" || k == "min_tokens" || k == "stop_token_ids" || k == "ignore_eos") {
+      // The OpenAI keys and vLLM's extra sampling parameters, under the same names as row keys.
+      if (k == "top_logprobs" && row.contains("top_logprobs") && row["top_logprobs"] != v)
+        ctx.bad("'body.logprobs' and 'body.top_logprobs' differ");
       row[k] = v;
+    } else if (!chat && k == "logprobs" && v.is_number_integer()) {
+      // /v1/completions: logprobs is the number of alternatives (top_logprobs).
+      if (row.contains("top_logprobs") && row["top_logprobs"] != v) ctx.bad("'body.logprobs' and 'body.top_logprobs' differ");
+      row["top_logprobs"] = v;
     } else if (k == "n" && v.is_number_integer() && v.get<int64_t>() == 1) {
-    } else if ((k == "stream" || k == "logprobs") && v.is_boolean() && !v.get<bool>()) {
+    } else if (k == "logprobs" && v.is_boolean()) {
+      // /v1/chat/completions: the chosen tokens' logprobs are /output_logprobs (output.logprobs);
+      // body.top_logprobs asks for alternatives.
+    } else if (k == "stream" && v.is_boolean() && !v.get<bool>()) {
     } else if (strict) {
       ctx.bad("unknown key 'body." + k + "' (this engine reads body." + (chat ? "messages" : "prompt") +
-              ", max_tokens, max_completion_tokens, temperature, top_p, seed, stop; input.unknown_keys: ignore "
+              ", max_tokens, max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop, stop_token_ids, "
+              "presence_penalty, frequency_penalty, repetition_penalty, min_tokens, ignore_eos, logprobs, "
+              "top_logprobs; input.unknown_keys: ignore "
               "skips the others)");
     }
   }
@@ -248,8 +301,9 @@ void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ct
 
 const std::vector<std::string>& row_sampling_keys() {
   // Keep in step with apply_overrides (a per-line override missing here is rejected as unknown).
-  static const std::vector<std::string> keys = {"max_new_tokens", "temperature", "top_k", "top_p",
-                                                "seed", "stop", "ignore_eos"};
+  static const std::vector<std::string> keys = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop",
+                                                "ignore_eos", "min_p", "repetition_penalty", "presence_penalty",
+                                                "frequency_penalty", "stop_token_ids", "min_tokens", "top_logprobs"};
   return keys;
 }
 

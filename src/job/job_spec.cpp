@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -35,7 +36,9 @@ const std::vector<Section>& sections() {
       {"parallel", {"tensor", "pipeline", "ranks_per_node"}},
       {"input", {"path", "text_field", "tokens_field", "id_field", "completion_field", "on_bad_line", "unknown_keys",
                  "score_tokenization"}},
-      {"sampling", {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos"}},
+      {"sampling", {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos", "min_p",
+                    "repetition_penalty", "presence_penalty", "frequency_penalty", "stop_token_ids", "min_tokens",
+                    "top_logprobs"}},
       {"output", {"path", "if_exists", "logprobs"}},
       {"engine",
        {"max_batch_tokens", "max_seqs", "kv_cache_tokens", "memory_utilization", "block_size", "threads",
@@ -255,6 +258,36 @@ class Parser {
     out = v;
   }
 
+  // Any finite number (the penalties, which may be negative).
+  void get_finite(const YAML::Node& root, const std::string& key, double& out) const {
+    YAML::Node n = get(root, key);
+    if (n.IsNull()) return;
+    need_scalar(key, n, "a finite number");
+    double v;
+    if (!parse_double(n.Scalar(), v)) fail(key, "'" + key + "' must be a finite number, got " + repr(n));
+    out = v;
+  }
+
+  // A token id or a list of them, each in [0, 2^31).
+  void get_token_ids(const YAML::Node& root, const std::string& key, std::vector<int32_t>& out) const {
+    YAML::Node n = get(root, key);
+    if (n.IsNull()) return;
+    const std::string what = "a list of token ids (integers >= 0)";
+    std::vector<int32_t> v;
+    auto one = [&](const YAML::Node& e) {
+      int64_t id;
+      if (!e.IsScalar() || !parse_int64(e.Scalar(), id) || id < 0 || id > std::numeric_limits<int32_t>::max())
+        fail(key, "'" + key + "' must be " + what + ", got " + repr(e));
+      v.push_back(static_cast<int32_t>(id));
+    };
+    if (n.IsSequence()) {
+      for (const auto& e : n) one(e);
+    } else {
+      one(n);
+    }
+    out = v;
+  }
+
   void get_stop(const YAML::Node& root, const std::string& key, std::vector<std::string>& out) const {
     YAML::Node n = get(root, key);
     if (n.IsNull()) return;
@@ -355,6 +388,15 @@ std::string emit_yaml(const JobSpec& j) {
   for (const auto& st : s.stop) e << YAML::DoubleQuoted << st;
   e << YAML::EndSeq;
   e << YAML::Key << "ignore_eos" << YAML::Value << s.ignore_eos;
+  e << YAML::Key << "min_p" << YAML::Value << d(s.min_p);
+  e << YAML::Key << "repetition_penalty" << YAML::Value << d(s.repetition_penalty);
+  e << YAML::Key << "presence_penalty" << YAML::Value << d(s.presence_penalty);
+  e << YAML::Key << "frequency_penalty" << YAML::Value << d(s.frequency_penalty);
+  e << YAML::Key << "stop_token_ids" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (int32_t id : s.stop_token_ids) e << id;
+  e << YAML::EndSeq;
+  e << YAML::Key << "min_tokens" << YAML::Value << s.min_tokens;
+  e << YAML::Key << "top_logprobs" << YAML::Value << s.top_logprobs;
   e << YAML::EndMap;
   e << YAML::Key << "output" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "path" << YAML::Value << j.output.path;
@@ -476,6 +518,16 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   p.get_u64(root, "sampling.seed", s.seed);
   p.get_stop(root, "sampling.stop", s.stop);
   p.get_bool(root, "sampling.ignore_eos", s.ignore_eos);
+  p.get_double(root, "sampling.min_p", 0.0, false, 1.0, s.min_p);
+  p.get_double(root, "sampling.repetition_penalty", 0.0, true, std::nullopt, s.repetition_penalty);
+  p.get_finite(root, "sampling.presence_penalty", s.presence_penalty);
+  p.get_finite(root, "sampling.frequency_penalty", s.frequency_penalty);
+  p.get_token_ids(root, "sampling.stop_token_ids", s.stop_token_ids);
+  p.get_int(root, "sampling.min_tokens", 0, s.min_tokens);
+  p.get_int(root, "sampling.top_logprobs", 0, s.top_logprobs);
+  if (s.top_logprobs > kMaxTopLogprobs)
+    p.fail("sampling.top_logprobs", "'sampling.top_logprobs' must be an integer in [0, " +
+                                        std::to_string(kMaxTopLogprobs) + "], got " + std::to_string(s.top_logprobs));
 
   p.get_string(root, "output.path", j.output.path);
   if (j.output.path.empty()) p.fail("output.path", "'output.path' must be a non-empty string");

@@ -6,16 +6,26 @@
 
 namespace tpbatch {
 
+inline constexpr int64_t kMaxTopLogprobs = 20;  // sampling.top_logprobs: at most this many alternatives
+
 struct SamplingParams {
   int64_t max_new_tokens = 128;
-  double temperature = 0.0;   // 0 = greedy
-  int64_t top_k = 0;          // 0 = off
+  double temperature = 0.0;          // 0 = greedy
+  int64_t top_k = 0;                 // 0 = off
   double top_p = 1.0;
+  double min_p = 0.0;                // keep tokens whose probability is >= min_p x the largest; 0 = off
+  double repetition_penalty = 1.0;   // HF: over prompt + generated tokens; 1 = off
+  double presence_penalty = 0.0;     // OpenAI: over generated tokens; 0 = off
+  double frequency_penalty = 0.0;    // OpenAI: over generated tokens; 0 = off
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // generating one of these finishes the row ("stop")
+  int64_t min_tokens = 0;            // EOS and stop_token_ids are masked until this many are generated
+  int64_t top_logprobs = 0;          // k best alternatives recorded at each generated position; 0 = off
   bool ignore_eos = false;
 
   bool greedy() const { return temperature <= 0.0; }
+  bool penalized() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }
 };
 
 }  // namespace tpbatch

@@ -35,7 +35,7 @@ std::string bad(std::string_view line, const JobSpec& j = job()) {
 }  // namespace
 
 TEST(InputRowKeys, UnknownKeyIsAnErrorNamingIt) {
-  for (const char* key : {"n", "max_tokens", "presence_penalty", "min_p", "logprobs"}) {
+  for (const char* key : {"n", "max_tokens", "best_of", "echo", "logprobs"}) {
     const std::string line = std::string(R"({"prompt": "x", ")") + key + R"(": 5})";
     const std::string msg = bad(line);
     EXPECT_EQ(msg.rfind(std::string("input line 7: unknown key '") + key + "'", 0), 0u) << msg;
@@ -54,7 +54,8 @@ TEST(InputRowKeys, EveryKnownKeyAccepted) {
   for (const auto& k : row_sampling_keys()) {
     if (k == "stop") line += R"(, "stop": ["s"])";
     else if (k == "ignore_eos") line += R"(, "ignore_eos": true)";
-    else if (k == "temperature" || k == "top_p") line += ", \"" + k + "\": 0.5";
+    else if (k == "temperature" || k == "top_p" || k == "min_p") line += ", \"" + k + "\": 0.5";
+    else if (k == "stop_token_ids") line += R"(, "stop_token_ids": [3])";
     else line += ", \"" + k + "\": 3";
   }
   line += "}";

@@ -1,0 +1,99 @@
+#include "engine/output_processor.h"
+
+#include <algorithm>
+
+#include "engine/sampler.h"
+
+namespace tpbatch {
+namespace {
+
+bool contains(const std::vector<int32_t>& ids, int32_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+// EOS and stop_token_ids stay out of reach until min_tokens have been generated.
+bool masks_ends(const Sequence& s) { return s.num_generated() < s.sampling.min_tokens; }
+
+}  // namespace
+
+bool needs_full_logits(const Sequence& s) {
+  const SamplingParams& p = s.sampling;
+  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s);
+}
+
+void finish_sequence(Sequence& seq, const char* reason) {
+  seq.finish_reason = reason;
+  seq.finished = std::chrono::steady_clock::now();
+  if (seq.detokenizer && seq.text.empty() && seq.finish_reason != "stop") seq.text = seq.detokenizer->flush_text();
+}
+
+void OutputProcessor::score(Sequence& s, std::span<const LogitResult> results) {
+  for (const LogitResult& res : results) {
+    const int32_t target = s.tokens[s.score_from + static_cast<int64_t>(s.logprobs.size())];
+    s.logprobs.push_back(res.target_logit - res.log_z);
+    if (res.argmax != target) s.all_greedy = false;
+  }
+  if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish_sequence(s, "scored");
+}
+
+void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
+  const SamplingParams& p = s.sampling;
+  int32_t token = res.argmax;
+  float logit = res.max_logit;
+  if (full) {
+    // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
+    // unmodified distribution (CONTRACT.md: /output_logprobs).
+    const float* pick_from = full;
+    if (p.penalized() || masks_ends(s)) {
+      processed_.assign(full, full + vocab);
+      apply_penalties(processed_.data(), vocab, p, s.tokens, s.prompt_len);
+      if (masks_ends(s)) {
+        if (!p.ignore_eos) mask_tokens(processed_.data(), vocab, s.eos_ids);
+        mask_tokens(processed_.data(), vocab, p.stop_token_ids);
+      }
+      pick_from = processed_.data();
+    }
+    token = sample_token(pick_from, vocab, p, static_cast<uint64_t>(s.row), static_cast<uint64_t>(s.num_generated()));
+    logit = full[token];
+    if (p.top_logprobs > 0)
+      for (const auto& [id, lp] : top_logprobs(full, vocab, p.top_logprobs, res.log_z)) {
+        s.top_ids.push_back(id);
+        s.top_logprobs.push_back(lp);
+      }
+  }
+  accept_token(s, token, logit - res.log_z);
+}
+
+void OutputProcessor::accept_token(Sequence& s, int32_t token, float logprob) {
+  if (s.num_generated() == 0) s.first_token = std::chrono::steady_clock::now();
+  const bool may_end = !masks_ends(s);  // counted before this token
+  s.tokens.push_back(token);
+  s.logprobs.push_back(logprob);
+  const size_t before = s.detokenizer ? s.detokenizer->text().size() : 0;
+  if (may_end && contains(s.sampling.stop_token_ids, token)) {
+    // The stop token stays in /output_tokens; its text is not part of /output_text.
+    if (s.detokenizer) s.text = s.detokenizer->flush_text();
+    finish_sequence(s, "stop");
+    return;
+  }
+  if (s.detokenizer) s.detokenizer->push(token);
+  if (may_end && !s.sampling.ignore_eos && contains(s.eos_ids, token)) {
+    finish_sequence(s, "eos");
+    return;
+  }
+  if (s.detokenizer && !s.sampling.stop.empty()) {
+    const std::string& text = s.detokenizer->text();
+    size_t best = std::string::npos;
+    for (const std::string& stop : s.sampling.stop) {
+      const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+      const size_t at = text.find(stop, from);
+      if (at != std::string::npos) best = std::min(best, at);
+    }
+    if (best != std::string::npos) {
+      s.text = text.substr(0, best);
+      finish_sequence(s, "stop");
+      return;
+    }
+  }
+  if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish_sequence(s, "length");
+}
+
+}  // namespace tpbatch

@@ -1,0 +1,40 @@
+#pragma once
+// The output side of a replica, the counterpart of RowAdmitter: what one step's logits mean for
+// each sequence. A scored sequence records the logprob of each target token; a generating one
+// gets its next token (greedy or sampled, after penalties and masks), its logprob and top
+// alternatives, and is finished when it produced EOS, a stop token or stop string, or reached its
+// length. The scheduler only keeps the books (KV blocks, running and finished lists).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "model/step_inputs.h"
+
+namespace tpbatch {
+
+// Whether the step that picks this sequence's next token must bring its full logits to the host
+// (sampling, penalties, min_tokens masking, top_logprobs); otherwise the argmax is enough.
+bool needs_full_logits(const Sequence& seq);
+
+// Ends a sequence with `reason` (length | eos | stop | scored), its final text flushed. Its KV
+// blocks are the scheduler's to release.
+void finish_sequence(Sequence& seq, const char* reason);
+
+class OutputProcessor {
+ public:
+  // A scoring chunk's results, one per target token in order; finishes the sequence ("scored")
+  // once every position has been computed.
+  void score(Sequence& seq, std::span<const LogitResult> results);
+
+  // A generating sequence's next token from its result (argmax and log-normalizer over the whole
+  // vocabulary) and, when needs_full_logits() asked for them, its full logits [vocab].
+  void generate(Sequence& seq, const LogitResult& result, const float* full_logits, int64_t vocab);
+
+ private:
+  void accept_token(Sequence& seq, int32_t token, float logprob);
+
+  std::vector<float> processed_;  // one row's logits after penalties and masks
+};
+
+}  // namespace tpbatch
