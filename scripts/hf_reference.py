@@ -37,6 +37,10 @@ the eos logits to -inf and so changes the greedy choice wherever eos is the argm
       without ignore_eos, so each row must be the reference's tokens up to and including the first
       of the model's eos ids (finish_reason eos), or all of them (length). --cpp-reference: also
       compare this reference with tests/reference/tpbatch_reference on every row.
+  hf_reference.py embed-check RESULTS.h5 --model MODEL --pooling last|mean|cls --normalize true|false
+                        [--tol 1e-4] [--expect-rows R]
+      an embed job's /embedding rows against the final-normed hidden states of their
+      /prompt_tokens, pooled (cls/last/mean) and L2-normalised as asked; prints the max |diff|.
 """
 import argparse
 import json
@@ -262,6 +266,8 @@ class NumpyModel:
                 m = self.rmsnorm(m, w[p + "post_feedforward_layernorm.weight"], self.eps)
             x = x + m
         x = self.rmsnorm(x, w["model.norm.weight"], self.eps)
+        if getattr(self, "want_hidden", False):  # final_hidden(): AutoModel's last_hidden_state
+            return x
         head = w["model.embed_tokens.weight"] if self.tied else w["lm_head.weight"]
         z = x @ head.T
         if self.final_softcap:  # Gemma 2
@@ -361,6 +367,60 @@ class HFModel:
         with self.torch.no_grad():
             out = self.m(self.torch.tensor([ids], dtype=self.torch.long), use_cache=False).logits[0]
         return out.double().numpy()
+
+
+def final_hidden(model, ids):
+    """The final hidden states after the model's final norm, [T, hidden] (what transformers'
+    AutoModel returns as last_hidden_state; for the CausalLM class, hidden_states[-1])."""
+    if isinstance(model, HFModel):
+        with model.torch.no_grad():
+            out = model.m(model.torch.tensor([ids], dtype=model.torch.long), use_cache=False, output_hidden_states=True)
+        return out.hidden_states[-1][0].double().numpy()
+    model.want_hidden = True
+    try:
+        return model.logits(ids)
+    finally:
+        model.want_hidden = False
+
+
+def pooled_embedding(hidden, pooling, normalize):
+    """Pooling over the prompt's positions as sentence-transformers / vLLM define it: cls = the
+    first token, last = the last token, mean = the average; then L2-normalised when asked
+    (torch.nn.functional.normalize: x / max(||x||, 1e-12))."""
+    v = {"cls": hidden[0], "last": hidden[-1], "mean": hidden.mean(axis=0)}[pooling]
+    if normalize:
+        v = v / max(float(np.linalg.norm(v)), 1e-12)
+    return v
+
+
+def cmd_embed_check(a):
+    """Every row of an embed job's results: /embedding within --tol (max abs) of the reference's
+    pooled embedding of the row's /prompt_tokens; error rows are NaN."""
+    import h5py
+    model, backend = open_model(a.model, a.backend)
+    f = h5py.File(a.results, "r")
+    emb, prompts, fin = f["embedding"][()], f["prompt_tokens"], f["finish_reason"]
+    n = emb.shape[0]
+    if a.expect_rows >= 0 and n != a.expect_rows:
+        sys.exit(f"{n} rows, want {a.expect_rows}")
+    worst, bad, errors = 0.0, 0, 0
+    for i in range(n):
+        reason = fin[i].decode() if isinstance(fin[i], bytes) else fin[i]
+        if reason == "error":
+            errors += 1
+            if not np.all(np.isnan(emb[i])):
+                print(f"row {i}: an error row whose /embedding is not NaN"); bad += 1
+            continue
+        if reason != "embedded":
+            print(f"row {i}: finish_reason {reason!r}, want 'embedded'"); bad += 1; continue
+        want = pooled_embedding(final_hidden(model, [int(t) for t in prompts[i]]), a.pooling, a.normalize)
+        d = float(np.max(np.abs(emb[i].astype(np.float64) - want)))
+        worst = max(worst, d)
+        if d > a.tol:
+            print(f"row {i}: embedding differs by {d:.3g} (tolerance {a.tol:g})"); bad += 1
+    print(f"{backend} reference, pooling {a.pooling}, normalize {a.normalize}: {n - bad - errors}/{n} rows match; "
+          f"max |embedding diff| {worst:.3g} (tolerance {a.tol:g}); {errors} error rows")
+    sys.exit(1 if bad else 0)
 
 
 def hf_available():
@@ -494,9 +554,16 @@ def main():
     c.add_argument("--refusal", help="regex: error rows whose /error matches count as refused, not failed")
     c.add_argument("--must-not-refuse", default="", help="with --refusal: comma-separated row ids that must match")
     c.add_argument("--min-eos-rows", type=int, default=0, help="with --stop-at-eos: at least this many rows end at eos")
+    e = sub.add_parser("embed-check")
+    e.add_argument("results")
+    e.add_argument("--model", required=True)
+    e.add_argument("--pooling", choices=("last", "mean", "cls"), required=True)
+    e.add_argument("--normalize", type=lambda s: s.lower() in ("1", "true", "yes"), required=True)
+    e.add_argument("--tol", type=float, default=1e-4)
+    e.add_argument("--expect-rows", type=int, default=-1)
     a = ap.parse_args()
     try:
-        (cmd_generate if a.cmd == "generate" else cmd_check)(a)
+        {"generate": cmd_generate, "check": cmd_check, "embed-check": cmd_embed_check}[a.cmd](a)
     except Unsupported as e:
         sys.exit(f"hf_reference: unsupported: {e}")
 

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "io/input_row.h"
+#include "io/optional_datasets.h"
 #include "io/results_hdf5.h"
 
 namespace tpbatch {
@@ -116,8 +117,8 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   const std::string task = has_attr(f, "task") ? read_attr_str(f, "task", o.results) : "generate";
   const std::string model = has_attr(f, "model") ? read_attr_str(f, "model", o.results) : "";
   const bool openai = o.format == "openai";
-  if (openai && task != "generate")
-    throw JobError("--format openai needs the results of a generate job; '" + o.results + "' is task: " + task);
+  if (openai && task != "generate" && task != "embed")
+    throw JobError("--format openai needs the results of a generate or embed job; '" + o.results + "' is task: " + task);
 
   std::optional<JsonlReader> input;
   if (openai) {
@@ -145,6 +146,12 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   const std::string model_name = std::filesystem::path(model).filename().string();
 
   RowsReader r(f, o.results);
+  // /embedding (task: embed) and /truncated_tokens (input.truncate: left), when the file has them.
+  const OptionalDatasetSpec extra_spec = optional_datasets_in(f);
+  OptionalDatasets extra(extra_spec, o.results);
+  if (const std::string why = extra.open(f, static_cast<int64_t>(r.rows())); !why.empty())
+    throw Error("results file '" + o.results + "': " + why);
+  const bool embed = task == "embed";
   const Types& t = r.types();
   const hsize_t step = 1024;
   std::string line;
@@ -153,6 +160,9 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
     const auto ids = r.strings(kId, start, count);
     const auto done = r.scalars<uint8_t>(kDone, start, count, H5T_NATIVE_UINT8);
     const auto fin = r.strings(kFinish, start, count);
+    std::vector<RowResult> extras(count);
+    for (hsize_t i = 0; i < count; ++i) extras[i].finish_reason = fin[i];
+    extra.read(static_cast<int64_t>(start), static_cast<int64_t>(count), extras);
     const auto err = r.strings(kError, start, count);
     const auto text = r.strings(kText, start, count);
     const auto pt = r.vlen<int32_t>(kPrompt, start, count, t.vi32_mem);
@@ -179,6 +189,8 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         j["output_logprobs"] = lp[i];
         j["logprob_sum"] = lps[i];
         j["is_greedy"] = greedy[i] != 0;
+        if (embed) j["embedding"] = extras[i].embedding;
+        if (extra_spec.truncated_tokens) j["truncated_tokens"] = extras[i].truncated_tokens;
         out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         continue;
       }
@@ -196,6 +208,18 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
                          {"request_id", "req_" + n},
                          {"body", {{"error", {{"message", err[i]}, {"type", "invalid_request_error"},
                                               {"param", nullptr}, {"code", nullptr}}}}}};
+        j["error"] = nullptr;
+      } else if (embed) {  // the /v1/embeddings response
+        ojson item;
+        item["object"] = "embedding";
+        item["index"] = 0;
+        item["embedding"] = extras[i].embedding;
+        ojson body;
+        body["object"] = "list";
+        body["data"] = ojson::array({item});
+        body["model"] = req.model.empty() ? model_name : req.model;
+        body["usage"] = {{"prompt_tokens", pt[i].size()}, {"total_tokens", pt[i].size()}};
+        j["response"] = {{"status_code", 200}, {"request_id", "req_" + n}, {"body", body}};
         j["error"] = nullptr;
       } else {
         ojson choice;

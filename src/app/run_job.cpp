@@ -114,6 +114,8 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     num_rows = input.rows;
     RunInfo info{job.model, job.task, job.effective_yaml, world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), num_rows, input.fingerprint, model_fp};
+    if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
+    info.truncated_tokens = job.input.truncate == "left";
     writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
   });
   if (code) return finish(code);

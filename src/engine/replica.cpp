@@ -81,25 +81,33 @@ class StepPipe {
     return true;
   }
 
-  // Last stage's TP rank 0 -> the leader (stage 0's TP rank 0).
-  void send_results(const std::vector<LogitResult>& results, const std::vector<float>& full) {
+  // Last stage's TP rank 0 -> the leader (stage 0's TP rank 0): logits, and the embed task's
+  // pooled hidden states.
+  void send_results(const std::vector<LogitResult>& results, const std::vector<float>& full,
+                    const std::vector<float>& embeds) {
     std::string m;
-    const int64_t header[2] = {static_cast<int64_t>(results.size()), static_cast<int64_t>(full.size())};
+    const int64_t header[3] = {static_cast<int64_t>(results.size()), static_cast<int64_t>(full.size()),
+                               static_cast<int64_t>(embeds.size())};
     m.append(reinterpret_cast<const char*>(header), sizeof header);
     m.append(reinterpret_cast<const char*>(results.data()), results.size() * sizeof(LogitResult));
     m.append(reinterpret_cast<const char*>(full.data()), full.size() * sizeof(float));
+    m.append(reinterpret_cast<const char*>(embeds.data()), embeds.size() * sizeof(float));
     MPI_Send(m.data(), static_cast<int>(m.size()), MPI_BYTE, 0, kResultTag, topo_.pp->comm());
   }
 
-  void recv_results(std::vector<LogitResult>& results, std::vector<float>& full) {
+  void recv_results(std::vector<LogitResult>& results, std::vector<float>& full, std::vector<float>& embeds) {
     receive(stages() - 1, kResultTag);
-    int64_t header[2];
+    int64_t header[3];
     std::memcpy(header, buffer_.data(), sizeof header);
     results.resize(static_cast<size_t>(header[0]));
     full.resize(static_cast<size_t>(header[1]));
+    embeds.resize(static_cast<size_t>(header[2]));
     const char* at = buffer_.data() + sizeof header;
     std::memcpy(results.data(), at, results.size() * sizeof(LogitResult));
-    std::memcpy(full.data(), at + results.size() * sizeof(LogitResult), full.size() * sizeof(float));
+    at += results.size() * sizeof(LogitResult);
+    std::memcpy(full.data(), at, full.size() * sizeof(float));
+    at += full.size() * sizeof(float);
+    std::memcpy(embeds.data(), at, embeds.size() * sizeof(float));
   }
 
   void complete_sends(size_t keep) {
@@ -143,6 +151,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
                                       job.engine.admission == "longest_first"},
                       allocator);
   RowAdmitter admitter(job, tok, cfg);
+  admitter.set_kv_capacity_tokens(allocator.num_blocks() * allocator.block_size());
   StepPipe pipe(topo, runner, pp_data);
   ReplicaStats stats;
   const size_t lookahead = static_cast<size_t>(std::max<int64_t>(job.engine.lookahead, job.engine.max_seqs));
@@ -151,6 +160,8 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   std::vector<RowResult> immediate;
   std::vector<LogitResult> results;
   std::vector<float> full_logits;
+  std::vector<float> embeds;  // task: embed: the step's pooled hidden-state sums
+  const int64_t hidden = cfg.hidden_size;
   StepInputs unused;
   const auto start = Clock::now();
   double busy = 0.0;
@@ -180,7 +191,8 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
       pipe.tp_broadcast(&step, unused);
       if (stages == 1) {
         runner.step(step, results, full_logits);
-        scheduler.apply(results, full_logits, cfg.vocab_size);
+        runner.compute_embeddings(step, embeds);
+        scheduler.apply(results, full_logits, cfg.vocab_size, embeds, hidden);
       } else {
         runner.run_stage(step);
         pipe.send_next(&step);
@@ -190,8 +202,8 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
       launched = true;
     }
     if (scheduler.steps_in_flight() > 0) {
-      pipe.recv_results(results, full_logits);
-      scheduler.apply(results, full_logits, cfg.vocab_size);
+      pipe.recv_results(results, full_logits, embeds);
+      scheduler.apply(results, full_logits, cfg.vocab_size, embeds, hidden);
       continue;
     }
     if (!launched && scheduler.idle() && !more_input) break;
@@ -218,6 +230,7 @@ ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo, Commu
   StepPipe pipe(topo, runner, pp_data);
   std::vector<LogitResult> results;
   std::vector<float> full_logits;
+  std::vector<float> embeds;
   StepInputs step;
   ReplicaStats stats;
   const auto start = Clock::now();
@@ -234,7 +247,10 @@ ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo, Commu
       pipe.send_next(&step);
     } else {
       runner.compute_logits(step, results, full_logits);
-      if (topo.coords.tp == 0) pipe.send_results(results, full_logits);
+      if (topo.coords.tp == 0) {  // the hidden state is replicated: one rank's embeddings suffice
+        runner.compute_embeddings(step, embeds);
+        pipe.send_results(results, full_logits, embeds);
+      }
     }
     busy += std::chrono::duration<double>(Clock::now() - t0).count();
     ++stats.steps;

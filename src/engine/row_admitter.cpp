@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include <cstdio>
+
 #include "common/error.h"
 #include "io/input_row.h"
 
@@ -32,7 +34,9 @@ RowResult to_result(const Sequence& s, bool logprobs) {
   const int64_t out_from = s.scoring ? s.score_from : s.prompt_len;
   const int64_t prompt_end = s.scoring ? s.prompt_len : s.prompt_len;
   r.prompt_tokens.assign(s.tokens.begin(), s.tokens.begin() + prompt_end);
+  r.truncated_tokens = s.truncated_tokens;
   if (s.finish_reason == "error") return r;
+  r.embedding = s.embedding_out;
   r.output_tokens.assign(s.tokens.begin() + out_from, s.tokens.end());
   r.output_text = s.text;
   if (logprobs || s.scoring) r.output_logprobs = s.logprobs;
@@ -107,6 +111,40 @@ const chat::ChatTemplate* RowAdmitter::chat_template() {
   return chat_ ? &*chat_ : nullptr;
 }
 
+void RowAdmitter::truncate_front(Sequence& s, int64_t count, int64_t limit, const char* what) {
+  if (!warned_truncate_) {
+    warned_truncate_ = true;
+    std::fprintf(stderr,
+                 "[tpbatch] warning: input line %lld: the %s has %lld tokens, more than %lld: its first %lld tokens "
+                 "are dropped (input.truncate: left; /truncated_tokens counts them for every row; further rows "
+                 "are not reported)\n",
+                 static_cast<long long>(s.row + 1), what, static_cast<long long>(s.tokens.size()),
+                 static_cast<long long>(limit), static_cast<long long>(count));
+  }
+  s.tokens.erase(s.tokens.begin(), s.tokens.begin() + count);
+  s.prompt_len -= count;
+  s.truncated_tokens = count;
+}
+
+int64_t RowAdmitter::generation_limit(const Sequence& s, int64_t max_new_tokens) {
+  const int64_t context = cfg_.max_position_embeddings;
+  const int64_t wanted = s.prompt_len + std::min<int64_t>(max_new_tokens, context);  // no overflow
+  int64_t limit = std::min(wanted, context);
+  const char* bound = "the model's context (max_position_embeddings)";
+  if (kv_capacity_ > s.prompt_len && kv_capacity_ < limit) limit = kv_capacity_, bound = "the KV cache (engine.kv_cache_tokens)";
+  if (limit < wanted && !warned_context_) {
+    warned_context_ = true;
+    std::fprintf(stderr,
+                 "[tpbatch] warning: input line %lld: prompt (%lld tokens) + max_new_tokens (%lld) exceeds %s of "
+                 "%lld tokens: such rows stop at %lld tokens in all with finish_reason length (further rows are "
+                 "not reported)\n",
+                 static_cast<long long>(s.row + 1), static_cast<long long>(s.prompt_len),
+                 static_cast<long long>(max_new_tokens), bound, static_cast<long long>(limit),
+                 static_cast<long long>(limit));
+  }
+  return limit;
+}
+
 std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<RowResult>& immediate) {
   InputRow row;
   try {
@@ -168,6 +206,27 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
       }
   s->prompt_len = static_cast<int64_t>(s->tokens.size());
   const int64_t max_pos = cfg_.max_position_embeddings;
+  const bool truncate_left = job_.input.truncate == "left";
+  if (job_.task == "embed") {  // prefill only: the pooled final hidden state
+    s->embedding = true;
+    s->pooling = parse_pooling(job_.embed.pooling);
+    s->normalize = job_.embed.normalize;
+    if (s->prompt_len == 0) {
+      immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));
+      return nullptr;
+    }
+    if (s->prompt_len > max_pos) {
+      if (!truncate_left) {
+        immediate.push_back(error_row(row.index, row.id, line + "prompt has " + std::to_string(s->prompt_len) +
+                                      " tokens; the model's context is " + std::to_string(max_pos) +
+                                      " (input.truncate: left keeps the last " + std::to_string(max_pos) + ")"));
+        return nullptr;
+      }
+      truncate_front(*s, s->prompt_len - max_pos, max_pos, "prompt");
+    }
+    s->max_len = s->prompt_len;
+    return s;
+  }
   if (scoring) {
     s->scoring = true;
     if (row.completion || row.completion_tokens) {
@@ -180,6 +239,16 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
       }
     } else {
       s->score_from = 1;  // perplexity of the prompt itself
+    }
+    if (static_cast<int64_t>(s->tokens.size()) > max_pos && truncate_left) {
+      // The completion is kept whole; the context loses its first tokens. At least one context
+      // token must stay (the first completion token is predicted from it).
+      const int64_t drop = static_cast<int64_t>(s->tokens.size()) - max_pos;
+      const bool perplexity = !row.completion && !row.completion_tokens;  // scores the kept tokens 1..
+      if (perplexity || s->score_from - drop >= 1) {
+        truncate_front(*s, drop, max_pos, perplexity ? "prompt" : "prompt and completion");
+        if (!perplexity) s->score_from -= drop;
+      }
     }
     if (static_cast<int64_t>(s->tokens.size()) > max_pos) {
       immediate.push_back(error_row(row.index, row.id, line + "prompt and completion have " +
@@ -202,12 +271,18 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
     immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));
     return nullptr;
   }
+  if (s->prompt_len >= max_pos && truncate_left && max_pos >= 2) {
+    // Keep room for max_new_tokens when the context allows it, else keep one free position.
+    const int64_t keep =
+        std::clamp<int64_t>(max_pos - std::max<int64_t>(row.sampling.max_new_tokens, 1), 1, max_pos - 1);
+    truncate_front(*s, s->prompt_len - keep, max_pos - 1, "prompt");
+  }
   if (s->prompt_len >= max_pos) {
     immediate.push_back(error_row(row.index, row.id, line + "prompt has " + std::to_string(s->prompt_len) +
                                   " tokens; the model's context is " + std::to_string(max_pos)));
     return nullptr;
   }
-  s->max_len = s->prompt_len + std::min<int64_t>(row.sampling.max_new_tokens, max_pos - s->prompt_len);  // no overflow
+  s->max_len = generation_limit(*s, row.sampling.max_new_tokens);
   s->detokenizer = std::make_unique<IncrementalDetokenizer>(tok_, s->tokens);
   if (s->max_len <= s->prompt_len) {
     s->finish_reason = "length";

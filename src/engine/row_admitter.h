@@ -44,6 +44,10 @@ class RowAdmitter {
   // nullptr when the row is already finished; its result is then appended to `immediate`.
   std::unique_ptr<Sequence> admit(const WorkItem& item, std::vector<RowResult>& immediate);
 
+  // The replica's KV cache in tokens: a generate row is bounded by it (finish_reason length, with
+  // a warning) as by the model's context. 0 = unknown (no bound but the context).
+  void set_kv_capacity_tokens(int64_t tokens) { kv_capacity_ = tokens; }
+
  private:
   // The chat template for "messages" rows, loaded at the first such row; nullptr (and
   // chat_error_ says why) when the model has none or it does not parse.
@@ -52,6 +56,14 @@ class RowAdmitter {
   const JobSpec& job_;
   const Tokenizer& tok_;
   const ModelConfig& cfg_;
+  // input.truncate: left: drops `count` tokens from the front of s's prompt, warning once.
+  void truncate_front(Sequence& s, int64_t count, int64_t limit, const char* what);
+  // A generate row's length bound: min(prompt + max_new_tokens, context, KV cache), warning once
+  // when it is below what the row asks for.
+  int64_t generation_limit(const Sequence& s, int64_t max_new_tokens);
+
+  int64_t kv_capacity_ = 0;
+  bool warned_truncate_ = false, warned_context_ = false;
   bool chat_loaded_ = false;
   std::optional<chat::ChatTemplate> chat_;
   std::string chat_error_;

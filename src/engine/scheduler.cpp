@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
+
 
 namespace tpbatch {
 
@@ -61,6 +63,16 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
   }
   Scheduled e{&s, n, 0, false, false};
   const int64_t total = static_cast<int64_t>(s.tokens.size());
+  if (s.embedding) {  // prefill only, no logits: the rows this chunk adds to the pooled embedding
+    if (p0 == 0) s.embedding_sum.reset();  // (re)computed from the first token
+    if (const auto pr = pooled_rows(s.pooling, p0, n, total)) {
+      in.embeds.push_back(EmbedRequest{row0 + pr->first, pr->count});
+      e.num_requests = 1;
+    }
+    s.in_flight = true;
+    step.push_back(e);
+    return;
+  }
   if (s.scoring) {
     // Position p predicts token p+1; skip what an earlier (preempted) pass already scored.
     const int64_t next_target = s.score_from + static_cast<int64_t>(s.logprobs.size());
@@ -141,15 +153,30 @@ void Scheduler::finish(Sequence& seq, const char* reason) {
   alloc_.release(seq.blocks);
 }
 
-void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab) {
+void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab,
+                      const std::vector<float>& embedding_sums, int64_t hidden) {
   size_t r = 0, f = 0;
+  size_t k = 0;  // embedding_sums rows used
   const std::vector<Scheduled> step = std::move(in_flight_.front());
   in_flight_.pop_front();
   for (const Scheduled& e : step) {
     Sequence& s = *e.seq;
     s.in_flight = false;
     s.num_computed += e.num_rows;
-    if (s.scoring) {
+    if (s.embedding) {
+      const int64_t p0 = s.num_computed - e.num_rows;
+      if (e.num_requests > 0) {
+        if ((k + 1) * static_cast<size_t>(hidden) > embedding_sums.size())
+          throw Error("internal error: a step's embeddings did not come back");
+        s.embedding_sum.add(embedding_sums.data() + k * static_cast<size_t>(hidden), hidden,
+                            pooled_rows(s.pooling, p0, e.num_rows, s.prompt_len)->count);
+        ++k;
+      }
+      if (s.num_computed == s.prompt_len) {
+        s.embedding_out = s.embedding_sum.finish(s.pooling, s.normalize);
+        finish(s, "embedded");
+      }
+    } else if (s.scoring) {
       output_.score(s, std::span<const LogitResult>(results.data() + r, static_cast<size_t>(e.num_requests)));
       r += static_cast<size_t>(e.num_requests);
     } else if (e.samples) {

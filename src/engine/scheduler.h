@@ -39,7 +39,9 @@ class Scheduler {
   StepInputs schedule();
   // Applies the logits of the oldest step in flight: the output processor records scores or
   // picks tokens and decides which sequences finish; their blocks are released here.
-  void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab);
+  // embedding_sums: task: embed: the step's ModelRunner::compute_embeddings() ([embeds][hidden]).
+  void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab,
+             const std::vector<float>& embedding_sums = {}, int64_t hidden = 0);
   // Sequences finished since the last call (their blocks already released).
   std::vector<std::unique_ptr<Sequence>> take_finished();
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/embedding_pooling.h"
 #include "job/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,6 +17,10 @@ struct Sequence {
   int64_t row = 0;
   std::string id;
   bool scoring = false;
+  bool embedding = false;          // task: embed: prefill only, the prompt's pooled final hidden state
+  Pooling pooling = Pooling::Last;
+  bool normalize = true;
+  int64_t truncated_tokens = 0;    // input.truncate: left: prompt tokens dropped from the front
   std::vector<int32_t> tokens;     // prompt (+ completion when scoring) + generated so far
   int64_t prompt_len = 0;
   int64_t score_from = 0;          // scoring: first position whose token is scored
@@ -31,6 +36,8 @@ struct Sequence {
 
   // Results.
   std::vector<float> logprobs;
+  EmbeddingAccumulator embedding_sum;  // embed: pooled rows so far
+  std::vector<float> embedding_out;    // embed: the finished embedding
   // sampling.top_logprobs = k: at each generated position its k best tokens and their logprobs,
   // position after position ([num_generated][k], flattened).
   std::vector<int32_t> top_ids;

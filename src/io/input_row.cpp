@@ -209,6 +209,45 @@ void check_messages(const json& m, const LineContext& ctx) {
 // (top_k, min_p, repetition_penalty, min_tokens, stop_token_ids, ignore_eos). body.model is
 // ignored (the job names the model); n: 1, stream: false and chat's logprobs: true|false are
 // accepted as what the engine does anyway; other body keys are unknown keys.
+// Where a /v1/embeddings request's token-id input waits, in the converted row, for
+// parse_input_row (a name no input line can use: it starts with a NUL).
+const std::string kOpenAiInputIds = std::string("\0openai_input_ids", 17);
+
+// A /v1/embeddings request (custom_id, method and top-level keys checked by the caller): body.input
+// (a string, a one-string list, or a list of token ids: one input per request) is the prompt;
+// body.model is ignored (the job names the model) and encoding_format may only be "float" (the
+// values are stored as float32). A job whose task is not embed gets an error row saying so.
+json openai_embedding_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
+  const InputSpec& in = job.input;
+  if (job.task != "embed")
+    ctx.bad("url '/v1/embeddings' asks for an embedding, but this job's task is " + job.task +
+            " (an embeddings batch needs task: embed)");
+  const json& body = req["body"];
+  if (!body.is_object()) ctx.bad("'body' must be an object");
+  json row = json::object();
+  row[in.id_field] = ctx.id;
+  for (const auto& kv : body.items()) {
+    const std::string& k = kv.key();
+    const json& v = kv.value();
+    if (k == "model" || v.is_null()) continue;
+    if (k == "input") {
+      if (v.is_string()) row[in.text_field] = v;
+      else if (v.is_array() && v.size() == 1 && v[0].is_string()) row[in.text_field] = v[0];
+      else if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& t) { return t.is_number(); }))
+        row[kOpenAiInputIds] = v;
+      else ctx.bad("'body.input' must be a string or a non-empty list of token ids (one input per request)");
+    } else if (k == "encoding_format") {
+      if (!(v.is_string() && v.get<std::string>() == "float"))
+        ctx.bad("'body.encoding_format' must be \"float\" (embeddings are stored as float32)");
+    } else if (in.unknown_keys == "error") {
+      ctx.bad("unknown key 'body." + k + "' (this engine reads body.input and body.encoding_format of an "
+              "embeddings request; input.unknown_keys: ignore skips the others)");
+    }
+  }
+  if (!row.contains(in.text_field) && !row.contains(kOpenAiInputIds)) ctx.bad("field 'body.input' is missing");
+  return row;
+}
+
 json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
   const InputSpec& in = job.input;
   const bool strict = in.unknown_keys == "error";
@@ -224,9 +263,10 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
   auto url_it = req.find("url");
   if (url_it == req.end() || !url_it->is_string()) ctx.bad("field 'url' is missing (an OpenAI batch request)");
   const std::string url = url_it->get<std::string>();
+  if (url == "/v1/embeddings") return openai_embedding_request_to_row(req, job, ctx);
   const bool chat = url == "/v1/chat/completions";
   if (!chat && url != "/v1/completions")
-    ctx.bad("url '" + url + "' is not supported (only /v1/completions and /v1/chat/completions)");
+    ctx.bad("url '" + url + "' is not supported (only /v1/completions, /v1/chat/completions and /v1/embeddings)");
   if (job.task != "generate") ctx.bad("OpenAI batch requests need task: generate");
   const json& body = req["body"];
   if (!body.is_object()) ctx.bad("'body' must be an object");
@@ -360,6 +400,11 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
   if (!obj.is_object()) ctx.bad("not a JSON object");
   const bool openai = obj.contains("custom_id") && obj.contains("body");
   if (openai) obj = openai_request_to_row(obj, job, ctx);
+  std::optional<std::vector<int32_t>> openai_ids;  // a /v1/embeddings request's token-id input
+  if (openai && obj.contains(kOpenAiInputIds)) {
+    openai_ids = token_ids(obj[kOpenAiInputIds], "body.input", ctx, vocab_size);
+    obj.erase(kOpenAiInputIds);
+  }
 
   InputRow row;
   row.index = index;
@@ -383,7 +428,9 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
   auto text_it = obj.find(in.text_field);
   auto messages_it = obj.find("messages");
   const bool has_messages = messages_it != obj.end() && !messages_it->is_null();
-  if (in.tokens_field) {
+  if (openai_ids) {
+    row.tokens = std::move(openai_ids);
+  } else if (in.tokens_field) {
     const std::string& tf = *in.tokens_field;
     auto it = obj.find(tf);
     if (it == obj.end()) ctx.bad("field '" + tf + "' is missing");

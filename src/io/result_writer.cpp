@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "io/optional_datasets.h"
 #include "io/output_lock.h"
 #include "io/resume_check.h"
 #include "io/results_hdf5.h"
@@ -79,7 +80,7 @@ void sanitize_utf8(std::string& s) {
 class Hdf5ResultWriter final : public ResultWriter {
  public:
   Hdf5ResultWriter(std::string path, const RunInfo& info, OutputLock lock)
-      : lock_(std::move(lock)), path_(std::move(path)), info_(info) {}
+      : lock_(std::move(lock)), path_(std::move(path)), info_(info), extra_(extra_spec(), path_) {}
 
   ~Hdf5ResultWriter() override {
     if (!finished_ && !failed_ && file_.valid()) {
@@ -108,6 +109,7 @@ class Hdf5ResultWriter final : public ResultWriter {
                               path_, std::string("cannot create dataset '/") + kDsNames[d] + "'"),
                         H5Dclose);
     }
+    extra_.create(file_, num_rows_);
     write_attr(file_, "format_version", kFormatVersion, path_);
     write_run_attrs();
     done_.assign(static_cast<size_t>(num_rows_), 0);
@@ -173,6 +175,7 @@ class Hdf5ResultWriter final : public ResultWriter {
         refuse(std::string("dataset '/") + kDsNames[d] + "' has " + std::to_string(n) + " rows, not " +
                std::to_string(num_rows_));
     }
+    if (const std::string why = extra_.open(file_, num_rows_); !why.empty()) refuse(why);
     done_.assign(static_cast<size_t>(num_rows_), 0);
     if (num_rows_ > 0)
       check(H5Dread(ds_[kDone], H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, done_.data()), path_,
@@ -184,8 +187,10 @@ class Hdf5ResultWriter final : public ResultWriter {
       rebuild();
     } else {  // closed cleanly: continue in place
       for (auto& d : ds_) d.reset();
+      extra_.close();
       file_.reset();
       file_ = H5Handle(check(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl), path_, "cannot open for writing"), H5Fclose);
+      if (const std::string why = extra_.open(file_, num_rows_); !why.empty()) refuse(why);
       for (int d = 0; d < kNumDs; ++d)
         ds_[d] = H5Handle(check(H5Dopen2(file_, kDsNames[d], H5P_DEFAULT), path_,
                                 std::string("cannot open dataset '/") + kDsNames[d] + "'"),
@@ -207,6 +212,8 @@ class Hdf5ResultWriter final : public ResultWriter {
     H5Handle old_file = std::move(file_);
     std::array<H5Handle, kNumDs> old_ds;
     for (int d = 0; d < kNumDs; ++d) old_ds[d] = std::move(ds_[d]);
+    OptionalDatasets old_extra = std::move(extra_);
+    extra_ = OptionalDatasets(extra_spec(), path_);
     const std::vector<uint8_t> keep = done_;
     H5Handle old_metrics;
     if (H5Lexists(old_file, "metrics", H5P_DEFAULT) > 0)
@@ -217,11 +224,14 @@ class Hdf5ResultWriter final : public ResultWriter {
     for (int64_t start = 0; start < num_rows_; start += static_cast<int64_t>(kChunkRows)) {
       const int64_t count = std::min<int64_t>(static_cast<int64_t>(kChunkRows), num_rows_ - start);
       if (std::none_of(keep.begin() + start, keep.begin() + start + count, [](uint8_t v) { return v; })) continue;
-      for (RowResult& r : read_rows(old_ds, start, count))
+      std::vector<RowResult> old_rows = read_rows(old_ds, start, count);
+      old_extra.read(start, count, old_rows);
+      for (RowResult& r : old_rows)
         if (keep[static_cast<size_t>(r.index)]) buffer_[r.index] = std::move(r), ++copied;
       flush();
     }
     old_metrics.reset();
+    old_extra.close();
     for (auto& d : old_ds) d.reset();
     old_file.reset();
     if (std::rename(tmp.c_str(), path_.c_str()) != 0)
@@ -392,6 +402,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_attr(file_, "writer_open", int64_t{0}, path_);  // closed cleanly: a resume continues in place
     durable_flush();
     for (auto& d : ds_) d.reset();
+    extra_.close();
     herr_t rc = H5Fclose(file_.release());
     finished_ = true;
     check(rc, path_, "cannot close the file");
@@ -424,7 +435,7 @@ class Hdf5ResultWriter final : public ResultWriter {
   // Resume keeps only rows whose data reads back: a row marked done must have a readable
   // finish_reason that names how it ended (every written row has one). Others are recomputed.
   void verify_done_rows() {
-    static const char* const kReasons[] = {"length", "eos", "stop", "scored", "error"};
+    static const char* const kReasons[] = {"length", "eos", "stop", "scored", "embedded", "error"};
     int64_t dropped = 0, first = -1;
     for (int64_t start = 0; start < num_rows_; start += static_cast<int64_t>(kChunkRows)) {
       const int64_t count = std::min<int64_t>(static_cast<int64_t>(kChunkRows), num_rows_ - start);
@@ -474,6 +485,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     hsize_t n = static_cast<hsize_t>(rows);
     for (int d = 0; d < kNumDs; ++d)
       check(H5Dset_extent(ds_[d], &n), path_, std::string("cannot extend dataset '/") + kDsNames[d] + "'");
+    extra_.extend(rows);
     num_rows_ = rows;
     done_.resize(static_cast<size_t>(rows), 0);
     write_attr(file_, "num_rows", num_rows_, path_);
@@ -519,7 +531,10 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_slab(kLpSum, start, n, dbl.data());
     for (size_t i = 0; i < n; ++i) u8[i] = rows[i]->is_greedy ? 1 : 0;
     write_slab(kGreedy, start, n, u8.data());
+    extra_.write(start, rows);
   }
+
+  OptionalDatasetSpec extra_spec() const { return OptionalDatasetSpec{info_.embedding_dim, info_.truncated_tokens}; }
 
   OutputLock lock_;  // first: released after the file is closed
   H5Handle file_;
@@ -527,6 +542,7 @@ class Hdf5ResultWriter final : public ResultWriter {
   Types types_;
   std::string path_;
   RunInfo info_;
+  OptionalDatasets extra_;  // /embedding, /truncated_tokens when the job has them
   int64_t num_rows_ = 0;
   std::vector<uint8_t> done_;
   std::map<int64_t, RowResult> buffer_;

@@ -24,6 +24,8 @@ struct RunInfo {              // root attributes
   int64_t num_rows = 0;
   std::string input_fingerprint;   // size and hash of the input file: resume refuses a changed input
   std::string model_fingerprint;   // model_fingerprint.h: resume refuses a changed model folder
+  int64_t embedding_dim = 0;       // task: embed: /embedding's width (the hidden size); 0 = no /embedding
+  bool truncated_tokens = false;   // input.truncate: left: a /truncated_tokens dataset
 };
 
 struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file

@@ -73,7 +73,7 @@ class Reader {
 std::string serialize(const RowResult& r) {
   std::string out;
   out.reserve(96 + r.id.size() + r.output_text.size() + r.finish_reason.size() + r.error.size() +
-              4 * (r.prompt_tokens.size() + r.output_tokens.size() + r.output_logprobs.size()));
+              4 * (r.prompt_tokens.size() + r.output_tokens.size() + r.output_logprobs.size() + r.embedding.size()));
   put<uint32_t>(out, kMagic);
   put<int64_t>(out, r.index);
   put_array(out, r.id.data(), r.id.size());
@@ -85,6 +85,8 @@ std::string serialize(const RowResult& r) {
   put<uint8_t>(out, r.is_greedy);
   put_array(out, r.finish_reason.data(), r.finish_reason.size());
   put_array(out, r.error.data(), r.error.size());
+  put_array(out, r.embedding.data(), r.embedding.size());
+  put<int64_t>(out, r.truncated_tokens);
   return out;
 }
 
@@ -104,6 +106,9 @@ RowResult deserialize_row_result(std::string_view bytes) {
   if (r.is_greedy > 1) rd.fail("is_greedy is not 0 or 1");
   rd.get_string(r.finish_reason);
   rd.get_string(r.error);
+  rd.get_array(r.embedding);
+  r.truncated_tokens = rd.get<int64_t>();
+  if (r.truncated_tokens < 0) rd.fail("negative truncated_tokens");
   if (!rd.at_end()) rd.fail("trailing bytes");
   return r;
 }

@@ -18,6 +18,8 @@ struct RowResult {
   uint8_t is_greedy = 0;
   std::string finish_reason;   // length | eos | stop | scored | error
   std::string error;
+  std::vector<float> embedding;  // task: embed: /embedding's row (hidden_size values); empty otherwise
+  int64_t truncated_tokens = 0;  // input.truncate: left: prompt tokens dropped (/truncated_tokens)
   // Not stored per row: they feed the /metrics percentiles on the writer rank.
   double ttft_seconds = 0.0;   // time to first token
   double tpot_seconds = 0.0;   // mean time per output token after the first

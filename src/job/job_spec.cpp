@@ -35,11 +35,12 @@ const std::vector<Section>& sections() {
   static const std::vector<Section> s = {
       {"parallel", {"tensor", "pipeline", "ranks_per_node"}},
       {"input", {"path", "text_field", "tokens_field", "id_field", "completion_field", "on_bad_line", "unknown_keys",
-                 "score_tokenization"}},
+                 "score_tokenization", "truncate"}},
       {"sampling", {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos", "min_p",
                     "repetition_penalty", "presence_penalty", "frequency_penalty", "stop_token_ids", "min_tokens",
                     "top_logprobs"}},
       {"output", {"path", "if_exists", "logprobs"}},
+      {"embed", {"pooling", "normalize"}},
       {"engine",
        {"max_batch_tokens", "max_seqs", "kv_cache_tokens", "memory_utilization", "block_size", "threads",
         "progress_interval", "admission", "lookahead", "custom_allreduce", "watchdog_seconds", "kv_cache_dtype"}},
@@ -374,8 +375,16 @@ std::string emit_yaml(const JobSpec& j) {
   e << YAML::Key << "on_bad_line" << YAML::Value << j.input.on_bad_line;
   e << YAML::Key << "unknown_keys" << YAML::Value << j.input.unknown_keys;
   e << YAML::Key << "score_tokenization" << YAML::Value << j.input.score_tokenization;
+  // Only when set: files written before the key existed still resume (their job_yaml lacks it).
+  if (j.input.truncate != "error") e << YAML::Key << "truncate" << YAML::Value << j.input.truncate;
   e << YAML::EndMap;
   e << YAML::Key << "task" << YAML::Value << j.task;
+  if (j.task == "embed") {
+    e << YAML::Key << "embed" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "pooling" << YAML::Value << j.embed.pooling;
+    e << YAML::Key << "normalize" << YAML::Value << j.embed.normalize;
+    e << YAML::EndMap;
+  }
   if (!j.chat_template.empty()) e << YAML::Key << "chat_template" << YAML::Value << j.chat_template;
   const SamplingParams& s = j.sampling;
   e << YAML::Key << "sampling" << YAML::Value << YAML::BeginMap;
@@ -486,7 +495,9 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   if (!p.get_string(root, "model", j.model) || j.model.empty()) p.fail("model", "'model' is required");
   p.get_choice(root, "dtype", {"auto", "float32", "bfloat16", "float16"}, j.dtype);
   p.get_choice(root, "device", {"auto", "cpu", "cuda"}, j.device);
-  p.get_choice(root, "task", {"generate", "score"}, j.task);
+  p.get_choice(root, "task", {"generate", "score", "embed"}, j.task);
+  p.get_choice(root, "embed.pooling", {"last", "mean", "cls"}, j.embed.pooling);
+  p.get_bool(root, "embed.normalize", j.embed.normalize);
 
   p.get_int(root, "parallel.tensor", 1, j.parallel.tensor);
   p.get_int(root, "parallel.pipeline", 1, j.parallel.pipeline);
@@ -508,6 +519,7 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   p.get_choice(root, "input.on_bad_line", {"record", "fail"}, j.input.on_bad_line);
   p.get_choice(root, "input.unknown_keys", {"error", "ignore"}, j.input.unknown_keys);
   p.get_choice(root, "input.score_tokenization", {"joint", "separate"}, j.input.score_tokenization);
+  p.get_choice(root, "input.truncate", {"error", "left"}, j.input.truncate);
   p.get_string(root, "chat_template", j.chat_template);
 
   SamplingParams& s = j.sampling;

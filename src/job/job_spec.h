@@ -25,6 +25,13 @@ struct InputSpec {
   std::string on_bad_line = "record";  // record | fail
   std::string unknown_keys = "error";  // error (an error row naming the key) | ignore
   std::string score_tokenization = "joint";  // joint (lm-eval: encode prompt + completion) | separate
+  std::string truncate = "error";      // prompts longer than the context: error (an error row) | left (keep the last tokens)
+};
+
+// task: embed (issue 13 item 4): the final-normed hidden states of the prompt, pooled.
+struct EmbedSpec {
+  std::string pooling = "last";        // last | mean | cls
+  bool normalize = true;               // L2-normalise the pooled vector
 };
 
 struct OutputSpec {
@@ -57,7 +64,8 @@ struct JobSpec {
   std::string device = "auto";         // auto | cpu | cuda
   ParallelSpec parallel;
   InputSpec input;
-  std::string task = "generate";       // generate | score
+  std::string task = "generate";       // generate | score | embed
+  EmbedSpec embed;                     // task: embed only
   std::string chat_template;           // a file holding a Jinja chat template; empty = tokenizer_config.json's
   SamplingParams sampling;
   OutputSpec output;

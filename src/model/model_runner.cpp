@@ -148,6 +148,43 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
   }
 }
 
+void ModelRunner::compute_embeddings(const StepInputs& in, std::vector<float>& sums) {
+  const ModelConfig& c = shard_.config;
+  const int64_t H = c.hidden_size;
+  sums.assign(in.embeds.size() * static_cast<size_t>(H), 0.0f);
+  embed_rows_.clear();
+  for (const EmbedRequest& e : in.embeds) {
+    if (e.num_rows < 1 || e.row < 0 || e.row + e.num_rows > in.rows())
+      throw Error("internal error: an embedding request outside the step's rows");
+    for (int64_t r = e.row; r < e.row + e.num_rows; ++r) embed_rows_.push_back(r);
+  }
+  const int64_t n = static_cast<int64_t>(embed_rows_.size());
+  if (n == 0) return;
+  // The same final norm as before the LM head, on the pooled rows only; summed on the host.
+  const size_t un = static_cast<size_t>(n);
+  BufferView hrows = scratch(hrows_, un * H, act_);
+  BufferView normed = scratch(normed_, un * H, act_);
+  be_.copy_rows(x_.view(), H, embed_rows_, H, hrows, H);
+  be_.rmsnorm(hrows, shard_.final_norm.view(), normed, n, H, static_cast<float>(c.rms_norm_eps));
+  embed_host_.resize(un * H);
+  if (act_ == DType::F32) {
+    be_.download(normed, embed_host_.data(), un * H * sizeof(float));
+  } else {
+    embed_host16_.resize(un * H);
+    be_.download(normed, embed_host16_.data(), un * H * sizeof(uint16_t));
+    for (size_t i = 0; i < un * H; ++i)
+      embed_host_[i] = act_ == DType::BF16 ? bf16_to_f32(embed_host16_[i]) : f16_to_f32(embed_host16_[i]);
+  }
+  size_t at = 0;
+  std::vector<double> acc(static_cast<size_t>(H));
+  for (size_t k = 0; k < in.embeds.size(); ++k) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t r = 0; r < in.embeds[k].num_rows; ++r, ++at)
+      for (int64_t i = 0; i < H; ++i) acc[i] += embed_host_[at * H + i];
+    std::copy(acc.begin(), acc.end(), sums.begin() + static_cast<std::ptrdiff_t>(k * H));
+  }
+}
+
 void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
                                  std::vector<float>& full_logits) {
   const ModelConfig& c = shard_.config;

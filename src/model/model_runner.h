@@ -31,6 +31,10 @@ class ModelRunner {
   BufferView hidden() const { return x_.view(); }
   size_t hidden_bytes(int64_t rows) const;
   void compute_logits(const StepInputs& inputs, std::vector<LogitResult>& results, std::vector<float>& full_logits);
+  // task: embed, on the last stage: per inputs.embeds entry the sum of its rows' hidden states after
+  // the final norm ([count of embeds][hidden_size], float32). The hidden state is replicated over
+  // the TP group, so any one rank can compute it (no collectives).
+  void compute_embeddings(const StepInputs& inputs, std::vector<float>& sums);
   bool first_stage() const { return shard_.placement.has_embedding; }
   bool last_stage() const { return shard_.placement.has_lm_head; }
 
@@ -57,6 +61,9 @@ class ModelRunner {
   std::vector<AttentionSeq> seqs_;
   std::vector<int64_t> logit_rows_;
   std::vector<int32_t> logit_targets_;
+  std::vector<int64_t> embed_rows_;
+  std::vector<uint16_t> embed_host16_;
+  std::vector<float> embed_host_;
 };
 
 }  // namespace tpbatch

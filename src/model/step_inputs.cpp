@@ -34,6 +34,7 @@ void StepInputs::clear() {
   seqs.clear();
   block_ids.clear();
   logits.clear();
+  embeds.clear();
 }
 
 std::vector<AttentionSeq> StepInputs::attention_seqs() const {
@@ -54,6 +55,7 @@ std::string StepInputs::serialize() const {
   put_vec(out, seqs);
   put_vec(out, block_ids);
   put_vec(out, logits);
+  put_vec(out, embeds);
   return out;
 }
 
@@ -65,6 +67,7 @@ StepInputs StepInputs::deserialize(const std::string& bytes) {
   get_vec(bytes, at, s.seqs);
   get_vec(bytes, at, s.block_ids);
   get_vec(bytes, at, s.logits);
+  get_vec(bytes, at, s.embeds);
   return s;
 }
 

@@ -24,6 +24,13 @@ struct LogitResult {
   float target_logit = 0;   // NaN when no target was given
 };
 
+// task: embed: the sum of the final-normed hidden states of rows [row, row + num_rows) of the step
+// (one prompt's rows that its pooling reads; embedding_pooling.h).
+struct EmbedRequest {
+  int64_t row = 0;
+  int64_t num_rows = 0;
+};
+
 struct StepSeqSlice {
   int64_t num_rows = 0;
   int64_t pos_begin = 0;
@@ -37,6 +44,7 @@ struct StepInputs {
   std::vector<StepSeqSlice> seqs;    // rows are laid out sequence after sequence
   std::vector<int32_t> block_ids;
   std::vector<LogitRequest> logits;
+  std::vector<EmbedRequest> embeds;
 
   int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
   void clear();

@@ -75,7 +75,8 @@ with h5py.File(f"{w}/openai.h5", "r") as f, h5py.File(f"{w}/plain.h5", "r") as p
     by = {o["custom_id"]: o for o in out}
     assert by["c-stop"]["response"]["body"]["choices"][0]["finish_reason"] == "stop"
     assert "unknown key 'body.presence_penalty'" in by["bad-key"]["response"]["body"]["error"]["message"]
-    assert "url '/v1/embeddings' is not supported" in by["bad-url"]["response"]["body"]["error"]["message"]
+    assert "url '/v1/embeddings' asks for an embedding, but this job's task is generate" in \
+        by["bad-url"]["response"]["body"]["error"]["message"]
     # jsonl: every dataset of every row.
     for i, j in enumerate(rows):
         assert j["id"] == get(f, "id", i) and j["done"] == bool(f["done"][i])

@@ -169,7 +169,11 @@ TEST(InputRowKeys, OpenAiBatchRequestsMapToRows) {
   EXPECT_EQ(m.messages_json.value(), R"([{"role":"user","content":"Hi"}])");
   EXPECT_EQ(m.sampling.max_new_tokens, 4);
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/embeddings", "body": {"input": "x"}})"),
-            "input line 7: url '/v1/embeddings' is not supported (only /v1/completions and /v1/chat/completions)");
+            "input line 7: url '/v1/embeddings' asks for an embedding, but this job's task is generate (an embeddings "
+            "batch needs task: embed)");
+  EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/files", "body": {"input": "x"}})"),
+            "input line 7: url '/v1/files' is not supported (only /v1/completions, /v1/chat/completions and "
+            "/v1/embeddings)");
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})")
                 .rfind("input line 7: unknown key 'body.n'", 0),
             0u);
