@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # task: embed (issue 13 item 4): /embedding equals an independent computation (scripts/hf_reference.py:
 # the numpy Llama forward's final-normed hidden states, pooled cls/last/mean, L2-normalised as asked)
-# within 1e-4, at TP=1, TP=2 and PP=2, on stories260K and on a generated model, with prompts
+# within 1e-4, at TP=1, TP=2, PP=2 and DP=2, on stories260K and on a generated model, with prompts
 # prefilled in several chunks (engine.max_batch_tokens 8); an error row stays NaN; OpenAI
 # /v1/embeddings requests (text and token ids) run as rows, and `export --format openai` writes
 # their responses with the stored vectors; a completed file resumes without recomputing.
@@ -26,14 +26,14 @@ run() {  # run NP MODEL POOLING NORMALIZE [--set ...]
   $PY "$REF" --backend numpy embed-check "$WORK/out.h5" --model "$model" --pooling "$pooling" \
     --normalize "$normalize" --tol 1e-4 --expect-rows 5
 }
-run 1 "$STORIES" mean true
-run 2 "$STORIES" last false --set parallel.tensor=2
-run 2 "$STORIES" cls true --set parallel.pipeline=2
-run 2 "$WORK/gen" mean false --set parallel.pipeline=2
-run 2 "$WORK/gen" last true --set parallel.tensor=2
-run 1 "$WORK/gen" cls false
+run 1 "$STORIES" last true
+run 2 "$STORIES" mean false --set parallel.tensor=2
+run 2 "$STORIES" mean true --set parallel.pipeline=2
+run 2 "$WORK/gen" last false --set parallel.pipeline=2
+run 2 "$WORK/gen" cls true --set parallel.tensor=2
+run 2 "$WORK/gen" mean false  # two data-parallel replicas: rows travel to the writer rank
 
-# The last file (gen, cls): rows, the OpenAI export, and a resume that recomputes nothing.
+# The last file (gen, mean, DP=2): rows, the OpenAI export, and a resume that recomputes nothing.
 $PY - "$WORK/out.h5" <<'PY'
 import h5py, sys
 f = h5py.File(sys.argv[1], "r")
