@@ -31,7 +31,8 @@
 #include "plan/memory_ledger.h"
 #include "reliability/model_fingerprint.h"
 #include "reliability/shutdown.h"
-#include "reliability/watchdog.h"
+#include "reliability/fault_injection.h"
+#include "reliability/liveness.h"
 #include "tokenizer/tokenizer.h"
 #include "topology/topology.h"
 
@@ -73,17 +74,18 @@ int blas_threads(const JobSpec& job, const Topology& topo) {
 }  // namespace
 
 int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
-  int provided = 0;
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  int provided = 0;  // MULTIPLE: the heartbeat thread calls MPI beside the main thread
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   int world_rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  auto finish = [](int code) {
+  // Start-up collectives are watched too: a rank stopped while the others wait ends the job.
+  Liveness liveness(provided, JobSpec{}.engine.watchdog_seconds);
+  auto finish = [&liveness](int code) {
+    liveness.finish();  // a watched final barrier: ranks ending at different times are not taken for dead
     MPI_Finalize();
     return code;
   };
-  // Start-up collectives are watched too: a rank stopped while the others wait ends the job.
-  Watchdog watchdog(JobSpec{}.engine.watchdog_seconds, world_rank);
 
   // 1. Job spec, model config and layout: checked on every rank before any weight is read.
   JobSpec job;
@@ -94,7 +96,8 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     cfg = load_model_config(job.model);
   });
   if (code) return finish(code);
-  watchdog.set_timeout(job.engine.watchdog_seconds);
+  liveness.set_timeout(job.engine.watchdog_seconds);
+  maybe_stop_for_test("start-up", world_rank);
   std::string model_fp;  // every rank must run the same job on the same model
   code = collective_check([&] { model_fp = model_fingerprint(job.model); });
   if (code) return finish(code);
@@ -189,6 +192,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   try {
     MPI_Comm control;
     MPI_Comm_dup(MPI_COMM_WORLD, &control);
+    maybe_stop_for_test("run", world_rank);
     const int replicas = topo.layout.data();
     if (world_rank == 0) {
       std::vector<uint8_t> done = writer->done_rows();

@@ -17,6 +17,8 @@ int64_t now_ns() {
 
 }  // namespace
 
+const char* current_watched_call() { return g_call.load(); }
+
 WatchedCall::WatchedCall(const char* what) : outermost_(g_call.load() == nullptr) {
   if (!outermost_) return;
   g_since_ns.store(now_ns());

@@ -1,0 +1,30 @@
+#include "reliability/fault_injection.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+namespace tpbatch {
+
+void maybe_stop_for_test(const char* point, int world_rank) {
+  const std::string here = std::to_string(world_rank) + ":" + point;
+  if (const char* stop = std::getenv("TPBATCH_TEST_STOP_AT"); stop && here == stop) {
+    std::fprintf(stderr, "[tpbatch] test: rank %d stops itself (SIGSTOP) at %s\n", world_rank, point);
+    std::fflush(stderr);
+    raise(SIGSTOP);
+  }
+  if (const char* sleep = std::getenv("TPBATCH_TEST_SLEEP_AT")) {
+    const std::string s = sleep;
+    if (s.compare(0, here.size() + 1, here + ":") != 0) return;
+    const double seconds = std::atof(s.c_str() + here.size() + 1);
+    std::fprintf(stderr, "[tpbatch] test: rank %d sleeps %.1f s at %s\n", world_rank, seconds, point);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+}
+
+}  // namespace tpbatch
