@@ -100,6 +100,36 @@ RequestInfo request_info(const std::string& line) {
   return r;
 }
 
+// OpenAI's logprobs of a choice, for rows that asked for top_logprobs (else null). Tokens are
+// named "token_id:<id>" (vLLM's return_tokens_as_token_ids: export reads no tokenizer); a
+// chosen token's own logprob is null when the job stored none (output.logprobs: false).
+ojson openai_logprobs(bool chat, const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
+                      const std::vector<int32_t>& top_ids, const std::vector<float>& top_lps) {
+  if (top_ids.empty() || tokens.empty() || top_ids.size() % tokens.size() != 0) return nullptr;
+  const size_t k = top_ids.size() / tokens.size();
+  auto name = [](int32_t id) { return "token_id:" + std::to_string(id); };
+  auto own = [&](size_t pos) -> ojson { return pos < logprobs.size() ? ojson(logprobs[pos]) : ojson(nullptr); };
+  if (chat) {
+    ojson content = ojson::array();
+    for (size_t pos = 0; pos < tokens.size(); ++pos) {
+      ojson alts = ojson::array();
+      for (size_t a = 0; a < k; ++a)
+        alts.push_back({{"token", name(top_ids[pos * k + a])}, {"logprob", top_lps[pos * k + a]}, {"bytes", nullptr}});
+      content.push_back({{"token", name(tokens[pos])}, {"logprob", own(pos)}, {"bytes", nullptr}, {"top_logprobs", alts}});
+    }
+    return {{"content", content}};
+  }
+  ojson toks = ojson::array(), own_lps = ojson::array(), tops = ojson::array();
+  for (size_t pos = 0; pos < tokens.size(); ++pos) {
+    toks.push_back(name(tokens[pos]));
+    own_lps.push_back(own(pos));
+    ojson alts = ojson::object();
+    for (size_t a = 0; a < k; ++a) alts[name(top_ids[pos * k + a])] = top_lps[pos * k + a];
+    tops.push_back(alts);
+  }
+  return {{"tokens", toks}, {"token_logprobs", own_lps}, {"top_logprobs", tops}, {"text_offset", nullptr}};
+}
+
 std::string openai_finish_reason(const std::string& f) { return f == "eos" || f == "stop" ? "stop" : f; }
 
 }  // namespace
@@ -167,11 +197,12 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
     const auto text = r.strings(kText, start, count);
     const auto pt = r.vlen<int32_t>(kPrompt, start, count, t.vi32_mem);
     const auto ot = r.vlen<int32_t>(kOutput, start, count, t.vi32_mem);
-    std::vector<std::vector<float>> lp;
+    std::vector<std::vector<float>> lp = r.vlen<float>(kLogprobs, start, count, t.vf32_mem);
+    const auto top_ids = r.vlen<int32_t>(kTopIds, start, count, t.vi32_mem);
+    const auto top_lps = r.vlen<float>(kTopLogprobs, start, count, t.vf32_mem);
     std::vector<double> lps;
     std::vector<uint8_t> greedy;
     if (!openai) {
-      lp = r.vlen<float>(kLogprobs, start, count, t.vf32_mem);
       lps = r.scalars<double>(kLpSum, start, count, H5T_NATIVE_DOUBLE);
       greedy = r.scalars<uint8_t>(kGreedy, start, count, H5T_NATIVE_UINT8);
     }
@@ -189,6 +220,10 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         j["output_logprobs"] = lp[i];
         j["logprob_sum"] = lps[i];
         j["is_greedy"] = greedy[i] != 0;
+        if (!top_ids[i].empty()) {
+          j["top_logprob_tokens"] = top_ids[i];
+          j["top_logprobs"] = top_lps[i];
+        }
         if (embed) j["embedding"] = extras[i].embedding;
         if (extra_spec.truncated_tokens) j["truncated_tokens"] = extras[i].truncated_tokens;
         out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -226,7 +261,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         choice["index"] = 0;
         if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", text[i]}};
         else choice["text"] = text[i];
-        choice["logprobs"] = nullptr;
+        choice["logprobs"] = openai_logprobs(req.chat, ot[i], lp[i], top_ids[i], top_lps[i]);
         choice["finish_reason"] = openai_finish_reason(fin[i]);
         ojson body;
         body["id"] = (req.chat ? "chatcmpl-" : "cmpl-") + n;

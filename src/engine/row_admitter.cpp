@@ -40,6 +40,8 @@ RowResult to_result(const Sequence& s, bool logprobs) {
   r.output_tokens.assign(s.tokens.begin() + out_from, s.tokens.end());
   r.output_text = s.text;
   if (logprobs || s.scoring) r.output_logprobs = s.logprobs;
+  r.top_logprob_tokens = s.top_ids;
+  r.top_logprobs = s.top_logprobs;
   r.logprob_sum = std::accumulate(s.logprobs.begin(), s.logprobs.end(), 0.0);
   r.is_greedy = s.all_greedy ? 1 : 0;
   if (!s.scoring && s.num_generated() > 0) {

@@ -277,6 +277,14 @@ class Hdf5ResultWriter final : public ResultWriter {
     };
     ints(kPrompt, &RowResult::prompt_tokens);
     ints(kOutput, &RowResult::output_tokens);
+    ints(kTopIds, &RowResult::top_logprob_tokens);
+    read(kTopLogprobs, vls.data());
+    for (size_t i = 0; i < n; ++i) {
+      const auto* p = static_cast<const float*>(vls[i].p);
+      rows[i].top_logprobs.assign(p, p + vls[i].len);
+    }
+    H5Dvlen_reclaim(types_.vf32_mem, mspace, H5P_DEFAULT, vls.data());
+    std::fill(vls.begin(), vls.end(), hvl_t{0, nullptr});
     read(kLogprobs, vls.data());
     for (size_t i = 0; i < n; ++i) {
       const auto* p = static_cast<const float*>(vls[i].p);
@@ -527,6 +535,10 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_slab(kOutput, start, n, vls.data());
     for (size_t i = 0; i < n; ++i) vls[i] = vl(rows[i]->output_logprobs);
     write_slab(kLogprobs, start, n, vls.data());
+    for (size_t i = 0; i < n; ++i) vls[i] = vl(rows[i]->top_logprob_tokens);
+    write_slab(kTopIds, start, n, vls.data());
+    for (size_t i = 0; i < n; ++i) vls[i] = vl(rows[i]->top_logprobs);
+    write_slab(kTopLogprobs, start, n, vls.data());
     for (size_t i = 0; i < n; ++i) dbl[i] = rows[i]->logprob_sum;
     write_slab(kLpSum, start, n, dbl.data());
     for (size_t i = 0; i < n; ++i) u8[i] = rows[i]->is_greedy ? 1 : 0;

@@ -35,8 +35,8 @@ hid_t check(hid_t id, const std::string& file, const std::string& what, int exit
 hid_t file_type(const Types& t, int d) {
   switch (d) {
     case kDone: case kGreedy: return H5T_STD_U8LE;
-    case kPrompt: case kOutput: return t.vi32_file;
-    case kLogprobs: return t.vf32_file;
+    case kPrompt: case kOutput: case kTopIds: return t.vi32_file;
+    case kLogprobs: case kTopLogprobs: return t.vf32_file;
     case kLpSum: return H5T_IEEE_F64LE;
     default: return t.str;
   }
@@ -45,8 +45,8 @@ hid_t file_type(const Types& t, int d) {
 hid_t mem_type(const Types& t, int d) {
   switch (d) {
     case kDone: case kGreedy: return H5T_NATIVE_UINT8;
-    case kPrompt: case kOutput: return t.vi32_mem;
-    case kLogprobs: return t.vf32_mem;
+    case kPrompt: case kOutput: case kTopIds: return t.vi32_mem;
+    case kLogprobs: case kTopLogprobs: return t.vf32_mem;
     case kLpSum: return H5T_NATIVE_DOUBLE;
     default: return t.str;
   }

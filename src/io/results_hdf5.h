@@ -65,10 +65,11 @@ struct Types {
   }
 };
 
-enum Ds { kId, kDone, kPrompt, kOutput, kText, kLogprobs, kLpSum, kGreedy, kFinish, kError, kNumDs };
+// kTopIds / kTopLogprobs: sampling.top_logprobs (README "Extensions to the contract").
+enum Ds { kId, kDone, kPrompt, kOutput, kText, kLogprobs, kLpSum, kGreedy, kFinish, kError, kTopIds, kTopLogprobs, kNumDs };
 inline constexpr std::array<const char*, kNumDs> kDsNames = {"id",           "done",        "prompt_tokens", "output_tokens",
                                                       "output_text",  "output_logprobs", "logprob_sum", "is_greedy",
-                                                      "finish_reason", "error"};
+                                                      "finish_reason", "error",    "top_logprob_tokens", "top_logprobs"};
 
 hid_t file_type(const Types& t, int d);
 hid_t mem_type(const Types& t, int d);

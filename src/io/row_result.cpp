@@ -81,6 +81,8 @@ std::string serialize(const RowResult& r) {
   put_array(out, r.output_tokens.data(), r.output_tokens.size());
   put_array(out, r.output_text.data(), r.output_text.size());
   put_array(out, r.output_logprobs.data(), r.output_logprobs.size());
+  put_array(out, r.top_logprob_tokens.data(), r.top_logprob_tokens.size());
+  put_array(out, r.top_logprobs.data(), r.top_logprobs.size());
   put<double>(out, r.logprob_sum);
   put<uint8_t>(out, r.is_greedy);
   put_array(out, r.finish_reason.data(), r.finish_reason.size());
@@ -101,6 +103,9 @@ RowResult deserialize_row_result(std::string_view bytes) {
   rd.get_array(r.output_tokens);
   rd.get_string(r.output_text);
   rd.get_array(r.output_logprobs);
+  rd.get_array(r.top_logprob_tokens);
+  rd.get_array(r.top_logprobs);
+  if (r.top_logprob_tokens.size() != r.top_logprobs.size()) rd.fail("top_logprob_tokens and top_logprobs differ in length");
   r.logprob_sum = rd.get<double>();
   r.is_greedy = rd.get<uint8_t>();
   if (r.is_greedy > 1) rd.fail("is_greedy is not 0 or 1");

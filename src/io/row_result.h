@@ -14,6 +14,10 @@ struct RowResult {
   std::vector<int32_t> output_tokens;
   std::string output_text;
   std::vector<float> output_logprobs;
+  // sampling.top_logprobs = k: the k best tokens and their logprobs at each generated position,
+  // position after position ([output tokens][k], flattened; empty when k = 0).
+  std::vector<int32_t> top_logprob_tokens;
+  std::vector<float> top_logprobs;
   double logprob_sum = 0.0;
   uint8_t is_greedy = 0;
   std::string finish_reason;   // length | eos | stop | scored | error

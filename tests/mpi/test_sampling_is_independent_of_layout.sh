@@ -19,4 +19,32 @@ a=$(tokens "$WORK/a.h5"); b=$(tokens "$WORK/b.h5"); c=$(tokens "$WORK/c.h5")
 # Another seed gives other tokens.
 "$TPBATCH" "$WORK/job.yaml" --set output.path="$WORK/d.h5" --set sampling.seed=12 2>/dev/null
 [ "$a" != "$(tokens "$WORK/d.h5")" ] || fail "seed had no effect"
+# Penalties, min_p, min_tokens and top_logprobs (greedy rows then need full logits too): the same
+# at every layout, and they change the tokens.
+P=(--set sampling.repetition_penalty=1.3 --set sampling.presence_penalty=0.4 --set sampling.frequency_penalty=0.3
+   --set sampling.min_p=0.05 --set sampling.min_tokens=5 --set sampling.top_logprobs=3 --set sampling.ignore_eos=false)
+tops() { $PY -c "import h5py; f=h5py.File('$1'); print([list(map(int,t)) for t in f['top_logprob_tokens'][:]])"; }
+mpirun_tpbatch 1 "$WORK/job.yaml" --set output.path="$WORK/p1.h5" "${P[@]}" 2>/dev/null
+mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/p2.h5" "${P[@]}" --set parallel.tensor=2 2>/dev/null
+mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/p3.h5" "${P[@]}" --set engine.max_seqs=1 2>/dev/null
+p1=$(tokens "$WORK/p1.h5")
+[ "$p1" = "$(tokens "$WORK/p2.h5")" ] || fail "penalized sampling: TP=2 differs from TP=1"
+[ "$p1" = "$(tokens "$WORK/p3.h5")" ] || fail "penalized sampling: DP=2 differs from TP=1"
+[ "$(tops "$WORK/p1.h5")" = "$(tops "$WORK/p2.h5")" ] || fail "top_logprob_tokens: TP=2 differs from TP=1"
+[ "$p1" != "$a" ] || fail "the penalties had no effect"
+# Greedy with top_logprobs: the chosen token is each position's best alternative, with the same
+# logprob as /output_logprobs (one from the gathered full logits, the other from the sharded stats).
+mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/t.h5" --set sampling.temperature=0 \
+  --set sampling.top_logprobs=3 --set parallel.tensor=2 2>/dev/null
+$PY - "$WORK/t.h5" <<'PYEOF' || fail "greedy top_logprobs disagree with output_tokens/output_logprobs"
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1])
+for i in range(f["done"].shape[0]):
+    toks, lps = f["output_tokens"][i], f["output_logprobs"][i]
+    ids, tl = f["top_logprob_tokens"][i].reshape(-1, 3), f["top_logprobs"][i].reshape(-1, 3)
+    assert len(ids) == len(toks) > 0, (i, len(ids), len(toks))
+    assert (ids[:, 0] == toks).all(), i
+    assert np.abs(tl[:, 0] - lps).max() < 1e-4, (i, np.abs(tl[:, 0] - lps).max())
+    assert (np.diff(tl, axis=1) <= 0).all(), i
+PYEOF
 echo "sampling identical across layouts"

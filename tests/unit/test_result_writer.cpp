@@ -21,7 +21,9 @@ using namespace tpbatch;
 namespace {
 
 const char* const kDatasets[] = {"id",          "done",         "prompt_tokens", "output_tokens", "output_text",
-                                 "output_logprobs", "logprob_sum", "is_greedy",    "finish_reason", "error"};
+                                 "output_logprobs", "logprob_sum", "is_greedy",    "finish_reason", "error",
+                                 // README "Extensions to the contract": every generate row may ask for top_logprobs
+                                 "top_logprob_tokens", "top_logprobs"};
 
 // ---- reading back with the HDF5 C API ----
 hid_t no_locking() {
@@ -249,7 +251,7 @@ TEST_F(ResultWriterTest, DatasetsAreExactlyTheContractsChunkedExtendible1D) {
   File f(path_);
   H5G_info_t gi;
   H5Gget_info(f.id, &gi);
-  EXPECT_EQ(gi.nlinks, 10u);  // the ten datasets; /metrics only after finish
+  EXPECT_EQ(gi.nlinks, 12u);  // the ten datasets and the two top-logprob ones; /metrics only after finish
   for (const char* name : kDatasets) {
     hid_t d = H5Dopen2(f.id, name, H5P_DEFAULT);
     ASSERT_GE(d, 0) << name;

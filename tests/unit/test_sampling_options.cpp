@@ -15,6 +15,7 @@
 #include "engine/scheduler.h"
 #include "common/error.h"
 #include "io/input_row.h"
+#include "io/row_result.h"
 #include "job/job_spec.h"
 
 #include <unistd.h>
@@ -308,6 +309,17 @@ TEST(SamplingOptions, JobKeysParseRoundTripAndNameBadValues) {
   EXPECT_EQ(error_of("  min_tokens: -2\n"), "job.yaml: 'sampling.min_tokens' must be a non-negative integer, got -2");
   EXPECT_EQ(error_of("  top_logprobs: 21\n"), "job.yaml: 'sampling.top_logprobs' must be an integer in [0, 20], got 21");
   fs::remove_all(dir);
+}
+
+TEST(SamplingOptions, TopLogprobsTravelWithTheRowResult) {
+  RowResult r;
+  r.index = 3;
+  r.output_tokens = {4, 5};
+  r.top_logprob_tokens = {4, 1, 5, 2};
+  r.top_logprobs = {-0.1f, -2.5f, -0.3f, -1.75f};
+  const RowResult back = deserialize_row_result(serialize(r));
+  EXPECT_EQ(back.top_logprob_tokens, r.top_logprob_tokens);
+  EXPECT_EQ(back.top_logprobs, r.top_logprobs);
 }
 
 }  // namespace
