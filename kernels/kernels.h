@@ -70,6 +70,12 @@ void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n, cudaStream_t 
 void scale(BufferView x, size_t count, float factor, cudaStream_t stream);
 void softcap(BufferView x, size_t count, float cap, cudaStream_t stream);
 
+// weighted_row_sum.cu — out[i,:] = sum_j weights[i*k+j] * src[rows[i*k+j],:] in F32, j in order
+// (mixture of experts: each token's k expert outputs); rows and weights in device memory, m rows.
+// CPU: cpu::weighted_row_sum.
+void weighted_row_sum(BufferView src, const int32_t* rows, const float* weights, int64_t m, int64_t k, int64_t width,
+                      BufferView out, cudaStream_t stream);
+
 // rmsnorm.cu — per-head RMSNorm in place (Qwen3 / Gemma 3 q/k norms), w [head_dim] F32.
 // CPU: CpuBackend::rmsnorm_heads.
 void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,

@@ -15,7 +15,9 @@ per-head q/k RMSNorm before RoPE), Phi3ForCausalLM (modeling_phi3: fused qkv_pro
 Gemma2ForCausalLM and Gemma3ForCausalLM (modeling_gemma2 / modeling_gemma3 text part: (1 + weight)
 RMSNorms, sqrt(hidden) embedding scale, GeLU-tanh MLP, sandwich norms, query_pre_attn_scalar,
 attention and final logit soft-capping, alternating sliding/global layers, Gemma 3's local rope
-base); rope_scaling (or transformers 5's rope_parameters) none/default, linear, llama3, yarn
+base), MixtralForCausalLM and Qwen3MoeForCausalLM (modeling_mixtral / modeling_qwen3_moe: softmax
+router, top-k experts renormalised (Mixtral always, Qwen3-MoE per norm_topk_prob), Qwen3-MoE's dense
+layers by decoder_sparse_step / mlp_only_layers); rope_scaling (or transformers 5's rope_parameters) none/default, linear, llama3, yarn
 (attention factor / mscale), dynamic (within max_position_embeddings, where it is the default rope),
 longrope/su (short factors: sequences within original_max_position_embeddings); q/k/v biases
 (attention_bias, always on for Qwen2); Llama's mlp_bias; tied or untied embeddings; sliding-window
@@ -54,7 +56,7 @@ import sys
 import numpy as np
 
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM",
-             "Gemma2ForCausalLM", "Gemma3ForCausalLM")
+             "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM")
 GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
 
 
@@ -148,7 +150,8 @@ class NumpyModel:
         # Qwen2's q/k/v always carry biases (o_proj none); Llama's q/k/v/o when attention_bias.
         self.bias = True if arch == "Qwen2ForCausalLM" else bool(c.get("attention_bias", False))
         self.fused = arch == "Phi3ForCausalLM"
-        self.qk_norm = arch in ("Qwen3ForCausalLM", "Gemma3ForCausalLM")
+        self.qk_norm = arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM")
+        self.moe = moe_config(c, arch, self.L)
         self.gemma = gemma
         self.norm_offset = 1.0 if gemma else 0.0  # Gemma's RMSNorm: x_normed * (1 + weight)
         self.scaling = (c.get("query_pre_attn_scalar") or self.hd) ** -0.5 if gemma else self.hd ** -0.5
@@ -162,9 +165,10 @@ class NumpyModel:
         self.local_factor = 1.0 if arch == "Gemma3ForCausalLM" else self.attn_factor
         # Per-layer sliding window (None = full causal attention).
         self.window = [None] * self.L
-        if arch in ("MistralForCausalLM", "Phi3ForCausalLM") and c.get("sliding_window"):
+        if arch in ("MistralForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM") and c.get("sliding_window"):
             self.window = [int(c["sliding_window"])] * self.L
-        elif arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM") and c.get("use_sliding_window") and c.get("sliding_window"):
+        elif arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM") and c.get("use_sliding_window") \
+                and c.get("sliding_window"):
             first = c.get("max_window_layers", 0) or 0
             self.window = [int(c["sliding_window"]) if i >= first else None for i in range(self.L)]
         elif gemma and c.get("sliding_window"):
@@ -192,6 +196,33 @@ class NumpyModel:
         if self.act == "silu":
             return g / (1.0 + np.exp(-g))
         return 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g ** 3)))
+
+    def sparse_moe(self, h, p):
+        """modeling_mixtral's MixtralSparseMoeBlock / modeling_qwen3_moe's Qwen3MoeSparseMoeBlock:
+        softmax over the router logits, top-k, renormalised (Mixtral always, Qwen3-MoE when
+        norm_topk_prob), each chosen expert's SwiGLU FFN weighted and summed."""
+        m, w = self.moe, self.w
+        block = p + ("block_sparse_moe." if self.arch == "MixtralForCausalLM" else "mlp.")
+        names = ("w1", "w3", "w2") if self.arch == "MixtralForCausalLM" else ("gate_proj", "up_proj", "down_proj")
+        z = h @ w[block + "gate.weight"].T  # [T, experts]
+        prob = np.exp(z - z.max(axis=-1, keepdims=True))
+        prob /= prob.sum(axis=-1, keepdims=True)
+        # torch.topk: the k largest; stable argsort of -prob breaks ties towards the lower expert id.
+        top = np.argsort(-prob, axis=-1, kind="stable")[:, :m["top_k"]]
+        weight = np.take_along_axis(prob, top, axis=-1)
+        if m["renormalise"]:
+            weight = weight / weight.sum(axis=-1, keepdims=True)
+        out = np.zeros_like(h)
+        for e in range(m["experts"]):
+            rows, slot = np.nonzero(top == e)
+            if len(rows) == 0:
+                continue
+            x = h[rows]
+            ex = f"{block}experts.{e}."
+            y = (self.act_fn(x @ w[ex + names[0] + ".weight"].T) * (x @ w[ex + names[1] + ".weight"].T)) \
+                @ w[ex + names[2] + ".weight"].T
+            np.add.at(out, rows, y * weight[rows, slot][:, None])
+        return out
 
     def logits(self, ids):
         """Logits at every position of ids (teacher-forced), [T, vocab]."""
@@ -250,6 +281,9 @@ class NumpyModel:
             else:
                 x = x + o
                 h = self.rmsnorm(x, w[p + "post_attention_layernorm.weight"], self.eps)
+            if self.moe and self.moe["sparse"][l]:
+                x = x + self.sparse_moe(h, p)
+                continue
             if self.fused:  # Phi-3: gate_up_proj rows are [gate | up]
                 gu = h @ w[p + "mlp.gate_up_proj.weight"].T
                 g, u = np.split(gu, 2, axis=-1)
@@ -273,6 +307,25 @@ class NumpyModel:
         if self.final_softcap:  # Gemma 2
             z = np.tanh(z / self.final_softcap) * self.final_softcap
         return z
+
+
+def moe_config(c, arch, layers):
+    """Mixture-of-experts settings (None for dense architectures), as MixtralConfig / Qwen3MoeConfig
+    and Qwen3MoeDecoderLayer read them; router_aux_loss_coef and router_jitter_noise are training-only."""
+    if arch not in ("MixtralForCausalLM", "Qwen3MoeForCausalLM"):
+        return None
+    for key in ("shared_expert_intermediate_size", "n_shared_experts", "num_shared_experts"):
+        if c.get(key):
+            raise Unsupported(f"{key} (shared experts)")
+    if arch == "MixtralForCausalLM":
+        experts = c.get("num_local_experts", 8)
+        return {"experts": experts, "top_k": c.get("num_experts_per_tok", 2), "renormalise": True,
+                "sparse": [True] * layers}
+    experts, step = c.get("num_experts", 128), c.get("decoder_sparse_step", 1)
+    only = set(c.get("mlp_only_layers") or [])
+    return {"experts": experts, "top_k": c.get("num_experts_per_tok", 8),
+            "renormalise": bool(c.get("norm_topk_prob", False)),
+            "sparse": [l not in only and experts > 0 and (l + 1) % step == 0 for l in range(layers)]}
 
 
 def yarn_get_mscale(scale, mscale=1.0):

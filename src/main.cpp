@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
   make->add_option("--dtype", mm.dtype, "float32 | bfloat16 | float16");
   make->add_option("--rope-scaling", mm.rope_scaling, "none | llama3");
   make->add_flag("--attention-bias", mm.attention_bias);
+  make->add_option("--experts", mm.num_experts, "MoE architectures: experts per layer")->capture_default_str();
+  make->add_option("--experts-per-token", mm.experts_per_token, "MoE: the router's top-k")->capture_default_str();
+  make->add_option("--moe-intermediate-size", mm.moe_intermediate_size, "Qwen3-MoE: each expert's FFN width")
+      ->capture_default_str();
+  make->add_option("--norm-topk-prob", mm.norm_topk_prob, "Qwen3-MoE: renormalise the top-k weights (0 or 1)");
+  make->add_option("--mlp-only-layers", mm.mlp_only_layers, "Qwen3-MoE: dense layers (comma-separated)")->delimiter(',');
   make->add_option("--seed", mm.seed);
 
   ExportOptions ex;

@@ -137,6 +137,14 @@ class Backend {
   // x[i] = cap * tanh(x[i] / cap) (Gemma 2's final-logit soft-capping).
   virtual void softcap(BufferView x, size_t count, float cap) = 0;
 
+  // ---- mixture of experts (issue 15: Mixtral, Qwen3-MoE) -----------------------------------
+  // out[i,:] = sum over j < k of weights[i*k + j] * src[rows[i*k + j], :], for i < rows.size() / k
+  // (rows of `width` elements, activation dtype; rows and weights are host arrays): each token's
+  // k expert outputs, weighted by the router, summed in j order in F32 (no atomics: the same
+  // result on every run and every rank).
+  virtual void weighted_row_sum(BufferView src, std::span<const int64_t> rows, std::span<const float> weights,
+                                int64_t k, int64_t width, BufferView out) = 0;
+
  protected:
   friend class Buffer;
   virtual void release(void* data, size_t bytes) noexcept = 0;

@@ -198,6 +198,48 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* key = "rope_scaling"
 
 double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
+// Mixtral (every layer sparse, always renormalised top-k) and Qwen3-MoE (num_experts,
+// moe_intermediate_size, norm_topk_prob, dense layers by decoder_sparse_step and mlp_only_layers),
+// as transformers' MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock and Qwen3MoeDecoderLayer read
+// them. router_aux_loss_coef, router_jitter_noise and output_router_logits only matter in training.
+void parse_mixture_of_experts(const Reader& r, ModelConfig& c) {
+  const std::string& a = c.architecture;
+  const bool mixtral = a == "MixtralForCausalLM", qwen3_moe = a == "Qwen3MoeForCausalLM";
+  if (!mixtral && !qwen3_moe) return;
+  // Shared experts (Qwen2-MoE, DeepSeek) are another architecture's; a config that has them would
+  // be computed without them.
+  for (const char* key : {"shared_expert_intermediate_size", "n_shared_experts", "num_shared_experts"})
+    if (r.present(key) && !(r.obj.at(key).is_number() && r.obj.at(key).get<double>() == 0))
+      r.fail(key, "shared experts are not supported for " + a + " (got " + r.obj.at(key).dump() + ")");
+  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  // transformers' MixtralConfig / Qwen3MoeConfig defaults.
+  c.num_experts = r.present(experts_key) ? r.integer(experts_key) : (mixtral ? 8 : 128);
+  if (c.num_experts < 0 || (mixtral && c.num_experts == 0))
+    r.fail(experts_key, "must be positive, got " + std::to_string(c.num_experts));
+  c.experts_per_token = r.positive_or("num_experts_per_tok", mixtral ? 2 : 8);
+  c.expert_intermediate_size = mixtral ? c.intermediate_size : r.positive_or("moe_intermediate_size", 768);
+  c.norm_topk_prob = mixtral ? true : r.boolean_or("norm_topk_prob", false);
+  if (c.num_experts == 0) return;  // Qwen3-MoE without experts: dense layers throughout
+  if (c.experts_per_token > c.num_experts)
+    r.fail("num_experts_per_tok", std::to_string(c.experts_per_token) + " exceeds the " +
+                                      std::to_string(c.num_experts) + " experts of " + experts_key);
+  c.moe_layers.assign(size_t(c.num_layers), true);
+  if (qwen3_moe) {
+    const int64_t step = r.positive_or("decoder_sparse_step", 1);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layers[size_t(i)] = (i + 1) % step == 0;
+    if (r.present("mlp_only_layers")) {
+      const json& v = r.obj.at("mlp_only_layers");
+      if (!v.is_array()) r.fail("mlp_only_layers", "must be a list of layer indices, got " + type_name(v));
+      for (const json& e : v) {
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= c.num_layers)
+          r.fail("mlp_only_layers", "entries must be layer indices in [0, " + std::to_string(c.num_layers) +
+                                        "), got " + e.dump());
+        c.moe_layers[size_t(e.get<int64_t>())] = false;
+      }
+    }
+  }
+}
+
 void push_unique(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
   for (int32_t id : ids)
     if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
@@ -234,6 +276,10 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     default_type = "gemma2";
   } else if (a == "Gemma3ForCausalLM") {
     default_type = "gemma3_text";
+  } else if (a == "MixtralForCausalLM") {
+    default_type = "mixtral";
+  } else if (a == "Qwen3MoeForCausalLM") {
+    default_type = "qwen3_moe";
   } else {
     r.fail("architectures", "unsupported architecture '" + a + "' (supported: " + supported_architectures() + ")");
   }
@@ -294,7 +340,8 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     c.attention_bias = r.boolean_or("attention_bias", false);
   }
   c.fused_projections = a == "Phi3ForCausalLM";
-  c.qk_norm = a == "Qwen3ForCausalLM" || a == "Gemma3ForCausalLM";
+  c.qk_norm = a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM" || a == "Gemma3ForCausalLM";
+  parse_mixture_of_experts(r, c);
   if (gemma) {
     c.norm_plus_one = true;
     c.sandwich_norms = true;
@@ -345,7 +392,7 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
                                " is not supported (the base would change mid-sequence, under the KV cache)");
 
   // Sliding-window attention.
-  if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM") {
+  if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM" || a == "MixtralForCausalLM") {
     if (r.present("sliding_window")) c.sliding_window = r.positive("sliding_window");
   } else if (gemma) {
     if (r.present("sliding_window")) {
@@ -365,7 +412,7 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
         }
       }
     }
-  } else if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM") {
+  } else if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM") {
     if (r.boolean_or("use_sliding_window", false) && r.present("sliding_window")) {
       int64_t window = r.positive("sliding_window");
       // HF Qwen2 uses the window only on layers >= max_window_layers.
@@ -506,7 +553,7 @@ double attention_score_scale(const ModelConfig& config) {
 
 std::string supported_architectures() {
   return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-         "Gemma2ForCausalLM, Gemma3ForCausalLM";
+         "Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM";
 }
 
 }  // namespace tpbatch

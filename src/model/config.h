@@ -22,7 +22,8 @@ struct RopeScaling {
 
 struct ModelConfig {
   std::string architecture;                 // see supported_architectures()
-  std::string model_type;                   // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text
+  std::string model_type;                   // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text |
+                                            // mixtral | qwen3_moe
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_layers = 0;
@@ -51,6 +52,18 @@ struct ModelConfig {
   double attn_logit_softcap = 0.0;          // Gemma 2: scores = cap * tanh(scores / cap); 0 = none
   double final_logit_softcap = 0.0;         // Gemma 2: logits likewise
   double rope_local_theta = 0.0;            // Gemma 3: rope base of the sliding layers (unscaled); 0 = as global
+  // Mixture of experts (Mixtral, Qwen3-MoE). num_experts 0 = a dense MLP on every layer.
+  int64_t num_experts = 0;                  // Mixtral's num_local_experts, Qwen3-MoE's num_experts
+  int64_t experts_per_token = 0;            // num_experts_per_tok: the router's top-k
+  int64_t expert_intermediate_size = 0;     // each expert's FFN width (Mixtral: intermediate_size;
+                                            // Qwen3-MoE: moe_intermediate_size)
+  bool norm_topk_prob = true;               // renormalise the top-k softmax weights to sum 1 (Mixtral: always)
+  // Per layer: a sparse MoE block (true) or the dense MLP of intermediate_size (Qwen3-MoE's
+  // decoder_sparse_step and mlp_only_layers). Empty when num_experts is 0.
+  std::vector<bool> moe_layers;
+  bool is_moe_layer(int64_t layer) const {
+    return num_experts > 0 && layer >= 0 && layer < int64_t(moe_layers.size()) && moe_layers[size_t(layer)];
+  }
   int32_t bos_token_id = -1;                // -1 = none
   std::vector<int32_t> eos_token_ids;       // config's and generation_config's, deduplicated
   std::string torch_dtype = "float32";

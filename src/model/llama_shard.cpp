@@ -52,6 +52,34 @@ class Staging {
   std::vector<char> bytes_;
 };
 
+// A sparse MoE block's router (whole) and each expert's slices of this rank: gate and up rows
+// [e0, e0 + ne) like the dense MLP's column split, down's columns likewise (row split). Mixtral
+// names them block_sparse_moe.{gate, experts.J.w1 (gate), w3 (up), w2 (down)}; Qwen3-MoE
+// mlp.{gate, experts.J.gate_proj, up_proj, down_proj}.
+void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range slice, Staging& big, Backend& be,
+                  LayerShard& L) {
+  const bool mixtral = cfg.architecture == "MixtralForCausalLM";
+  const std::string block = "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe." : ".mlp.");
+  const int64_t H = cfg.hidden_size, E = cfg.num_experts, I = cfg.expert_intermediate_size;
+  const int64_t e0 = slice.begin, ne = slice.size();
+  if (ne == 0)  // balanced_split gives some rank nothing only when the width is below the TP degree
+    throw Error(std::string("the experts' FFN width ") + (mixtral ? "intermediate_size " : "moe_intermediate_size ") +
+                std::to_string(I) + " is smaller than the tensor-parallel degree: every rank needs a slice of each expert");
+  w.expect_shape(block + "gate.weight", {E, H});
+  L.router = big.rows(block + "gate.weight", 0, E, 0, H).upload(be);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string p = block + "experts." + std::to_string(e) + ".";
+    const std::string gate = p + (mixtral ? "w1.weight" : "gate_proj.weight");
+    const std::string up = p + (mixtral ? "w3.weight" : "up_proj.weight");
+    const std::string down = p + (mixtral ? "w2.weight" : "down_proj.weight");
+    w.expect_shape(gate, {I, H});
+    w.expect_shape(up, {I, H});
+    w.expect_shape(down, {H, I});
+    L.expert_gu.push_back(big.rows(gate, e0, ne, 0, H).rows(up, e0, ne, 0, H).upload(be));
+    L.expert_down.push_back(big.rows(down, 0, H, e0, ne).upload(be));
+  }
+}
+
 }  // namespace
 
 DType weight_dtype_for(const std::string& job_dtype, DType storage) {
@@ -67,7 +95,9 @@ size_t LlamaShard::weight_bytes() const {
   for (const auto& l : layers)
     n += l.input_norm.bytes() + l.post_norm.bytes() + l.wqkv.bytes() + l.bqkv.bytes() + l.wo.bytes() + l.wgu.bytes() +
          l.wdown.bytes() + l.bo.bytes() + l.pre_ffn_norm.bytes() + l.post_ffn_norm.bytes() + l.q_norm.bytes() +
-         l.k_norm.bytes() + l.bgu.bytes() + l.bdown.bytes();
+         l.k_norm.bytes() + l.bgu.bytes() + l.bdown.bytes() + l.router.bytes();
+  for (const auto& l : layers)
+    for (size_t e = 0; e < l.expert_gu.size(); ++e) n += l.expert_gu[e].bytes() + l.expert_down[e].bytes();
   return n;
 }
 
@@ -86,6 +116,8 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   s.q_heads = s.q_head_range.size();
   s.kv_heads = s.kv_head_range.size();
   s.inter = s.inter_range.size();
+  s.expert_inter_range = balanced_split(cfg.expert_intermediate_size, t, r);
+  s.expert_inter = cfg.num_experts > 0 ? s.expert_inter_range.size() : 0;
   for (int i = 0; i < t; ++i) s.vocab_shard_max = std::max(s.vocab_shard_max, balanced_split(cfg.vocab_size, t, i).size());
   auto upload_freqs = [&](const std::vector<double>& freqs) {
     std::vector<float> inv;
@@ -137,7 +169,8 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
     const int64_t i0 = s.inter_range.begin, ni = s.inter;
     const int64_t Q = cfg.num_heads * hd, KV = cfg.num_kv_heads * hd;
     w.expect_shape(name("self_attn.o_proj.weight"), {H, Q});
-    w.expect_shape(name("mlp.down_proj.weight"), {H, I});
+    const bool moe = cfg.is_moe_layer(layer);
+    if (!moe) w.expect_shape(name("mlp.down_proj.weight"), {H, I});
     if (cfg.fused_projections) {  // Phi-3: [q | k | v] and [gate | up] rows in one tensor each
       const std::string qkv = name("self_attn.qkv_proj.weight"), gu = name("mlp.gate_up_proj.weight");
       w.expect_shape(qkv, {Q + 2 * KV, H});
@@ -148,13 +181,17 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       w.expect_shape(name("self_attn.q_proj.weight"), {Q, H});
       w.expect_shape(name("self_attn.k_proj.weight"), {KV, H});
       w.expect_shape(name("self_attn.v_proj.weight"), {KV, H});
-      w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
-      w.expect_shape(name("mlp.up_proj.weight"), {I, H});
       L.wqkv = big.rows(name("self_attn.q_proj.weight"), q0, nq, 0, H)
                    .rows(name("self_attn.k_proj.weight"), k0, nk, 0, H)
                    .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
                    .upload(be);
-      L.wgu = big.rows(name("mlp.gate_proj.weight"), i0, ni, 0, H).rows(name("mlp.up_proj.weight"), i0, ni, 0, H).upload(be);
+      if (moe) {
+        load_experts(cfg, w, layer, s.expert_inter_range, big, be, L);
+      } else {
+        w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
+        w.expect_shape(name("mlp.up_proj.weight"), {I, H});
+        L.wgu = big.rows(name("mlp.gate_proj.weight"), i0, ni, 0, H).rows(name("mlp.up_proj.weight"), i0, ni, 0, H).upload(be);
+      }
     }
     if (cfg.attention_bias) {
       w.expect_shape(name("self_attn.q_proj.bias"), {Q});
@@ -177,7 +214,7 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       L.bdown = small.all(name("mlp.down_proj.bias"), H).upload(be);
     }
     L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, q0, nq).upload(be);
-    L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, i0, ni).upload(be);
+    if (!moe) L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, i0, ni).upload(be);
     s.layers.push_back(std::move(L));
   }
   return s;
@@ -190,12 +227,15 @@ int64_t shard_parameter_count(const ModelConfig& cfg, const ShardPlacement& plac
   const int64_t kv = kv_heads_of_rank(cfg, t, r).size() * hd;
   const int64_t inter = balanced_split(cfg.intermediate_size, t, r).size();
   const int64_t vocab = balanced_split(cfg.vocab_size, t, r).size();
-  int64_t per_layer = 2 * H + (q + 2 * kv) * H + H * q + 3 * inter * H;
+  int64_t per_layer = 2 * H + (q + 2 * kv) * H + H * q;
   if (cfg.attention_bias) per_layer += q + 2 * kv;
   if (cfg.sandwich_norms) per_layer += 2 * H;
   if (cfg.qk_norm) per_layer += 2 * hd;
   if (cfg.mlp_bias) per_layer += 2 * inter + H;
   int64_t n = per_layer * place.layers.size();
+  const int64_t expert_inter = balanced_split(cfg.expert_intermediate_size, t, r).size();
+  for (int64_t l = place.layers.begin; l < place.layers.end; ++l)
+    n += cfg.is_moe_layer(l) ? cfg.num_experts * (H + 3 * expert_inter * H) : 3 * inter * H;
   const bool tied = cfg.tie_word_embeddings;
   if (place.has_embedding) n += vocab * H;
   if (place.has_lm_head) n += H + ((tied && place.has_embedding) ? 0 : vocab * H);

@@ -38,8 +38,15 @@ struct LayerShard {
   Buffer bqkv;                   // same rows, or empty
   Buffer wo;                     // [H, q_heads * head_dim]
   Buffer bo;                     // [H] (Llama with attention_bias), added after the allreduce
-  Buffer wgu;                    // [2 * inter, H]: gate rows then up rows
+  Buffer wgu;                    // [2 * inter, H]: gate rows then up rows (dense layers)
   Buffer wdown;                  // [H, inter]
+  // Mixture-of-experts layers (Mixtral, Qwen3-MoE; wgu/wdown empty): the router, replicated on
+  // every rank, and each expert's gate/up rows and down columns of this rank, split like the
+  // dense MLP, so the experts' partial outputs sum into one allreduce.
+  Buffer router;                     // [experts, H]
+  std::vector<Buffer> expert_gu;     // per expert [2 * expert_inter, H]: gate rows then up rows
+  std::vector<Buffer> expert_down;   // per expert [H, expert_inter]
+  bool is_moe() const { return !router.empty(); }
 };
 
 struct LlamaShard {
@@ -49,7 +56,8 @@ struct LlamaShard {
   int64_t q_heads = 0;        // local
   int64_t kv_heads = 0;       // local
   int64_t inter = 0;          // local intermediate size
-  Range q_head_range, kv_head_range, inter_range, vocab_range;
+  int64_t expert_inter = 0;   // local width of each expert's FFN (MoE layers)
+  Range q_head_range, kv_head_range, inter_range, expert_inter_range, vocab_range;
   int64_t vocab_shard_max = 0;   // largest vocab shard over the TP group (for padded gathers)
   Buffer inv_freq;               // RoPE, F32 [head_dim / 2]
   Buffer inv_freq_local;         // the sliding layers' RoPE when it differs (Gemma 3), else empty

@@ -130,14 +130,18 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
     be_.add(x, h, n * H);
     be_.rmsnorm(x, L.pre_ffn_norm.view(), h, rows, H, eps);
   }
-  be_.matmul_nt(h, L.wgu.view(), gu, rows, 2 * I, H);
-  if (!L.bgu.empty()) be_.add_bias(gu, L.bgu.view(), rows, 2 * I);
-  if (c.hidden_act == "gelu_pytorch_tanh") {
-    be_.gelu_tanh_mul(gu, act, rows, I);
+  if (L.is_moe()) {  // Mixtral, Qwen3-MoE: this rank's slices of the routed experts (model/moe.h)
+    moe_.forward(be_, shard_, L, h, rows, proj);
   } else {
-    be_.silu_mul(gu, act, rows, I);
+    be_.matmul_nt(h, L.wgu.view(), gu, rows, 2 * I, H);
+    if (!L.bgu.empty()) be_.add_bias(gu, L.bgu.view(), rows, 2 * I);
+    if (c.hidden_act == "gelu_pytorch_tanh") {
+      be_.gelu_tanh_mul(gu, act, rows, I);
+    } else {
+      be_.silu_mul(gu, act, rows, I);
+    }
+    be_.matmul_nt(act, L.wdown.view(), proj, rows, H, I);
   }
-  be_.matmul_nt(act, L.wdown.view(), proj, rows, H, I);
   tp_.allreduce_sum(proj, n * H);
   if (!L.bdown.empty()) be_.add_bias(proj, L.bdown.view(), rows, H);
   if (L.post_ffn_norm.empty()) {

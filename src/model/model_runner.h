@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "model/llama_shard.h"
+#include "model/moe.h"
 #include "model/step_inputs.h"
 #include "topology/communicator.h"
 
@@ -64,6 +65,7 @@ class ModelRunner {
   std::vector<int64_t> embed_rows_;
   std::vector<uint16_t> embed_host16_;
   std::vector<float> embed_host_;
+  MoeBlock moe_;  // mixture-of-experts layers' scratch (Mixtral, Qwen3-MoE)
 };
 
 }  // namespace tpbatch

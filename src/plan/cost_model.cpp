@@ -22,8 +22,15 @@ double streamed_bytes(const ModelConfig& config, const Layout& layout, int stage
   const int64_t kv = static_cast<int64_t>(kv_heads_of_rank(config, t, 0).size()) * config.head_dim;
   const int64_t inter = ceil_div(config.intermediate_size, t);
   const int64_t per_layer = H * (q + 2 * kv) + q * H + 3 * H * inter;
-  const int64_t layers = layers_of_stage(config.num_layers, layout.pipeline, stage).size();
+  const Range stage_layers = layers_of_stage(config.num_layers, layout.pipeline, stage);
+  const int64_t layers = stage_layers.size();
   int64_t elements = layers * per_layer;
+  // Mixture-of-experts layers: the router and every expert instead of the dense MLP (a batched
+  // decode step reaches most experts; the GEMM time derived from these bytes is then an upper
+  // bound, each token using only its top-k of them).
+  const int64_t expert_inter = ceil_div(config.expert_intermediate_size, t);
+  for (int64_t l = stage_layers.begin; l < stage_layers.end; ++l)
+    if (config.is_moe_layer(l)) elements += config.num_experts * (H + 3 * H * expert_inter) - 3 * H * inter;
   if (stage == layout.pipeline - 1) elements += ceil_div(config.vocab_size, t) * H;
   return static_cast<double>(elements) * static_cast<double>(dtype_size(weight_dtype));
 }

@@ -27,6 +27,13 @@ struct Resolved {
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, max_pos = 0;
   bool tied = false, attention_bias = false;
   bool qk_norm = false, fused = false, gemma = false;  // Qwen3 / Gemma 3; Phi-3; Gemma 2 / 3
+  bool mixtral = false, qwen3_moe = false;            // mixture of experts
+  int64_t experts = 0, top_k = 0, moe_inter = 0;      // moe_inter: each expert's FFN width
+  bool norm_topk_prob = true;
+  std::vector<int64_t> mlp_only_layers;                // Qwen3-MoE's dense layers
+  bool moe_layer(int64_t l) const {
+    return (mixtral || qwen3_moe) && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+  }
   std::string dtype;  // float32 | bfloat16 | float16
   std::string rope_scaling;
   double rope_theta = 10000.0, rms_norm_eps = 1e-5;
@@ -112,10 +119,29 @@ Resolved resolve(const MakeModelOptions& o) {
     r.rms_norm_eps = 1e-6;
     if (o.tie_word_embeddings == -1) r.tied = true;
     if (o.attention_bias) throw Error("make-model: " + r.architecture + " has no attention biases");
+  } else if (r.architecture == "MixtralForCausalLM" || r.architecture == "Qwen3MoeForCausalLM") {
+    r.mixtral = r.architecture == "MixtralForCausalLM";
+    r.qwen3_moe = !r.mixtral;
+    r.model_type = r.mixtral ? "mixtral" : "qwen3_moe";
+    r.qk_norm = r.qwen3_moe;
+    r.rms_norm_eps = 1e-6;
+    if (o.attention_bias && r.mixtral) throw Error("make-model: MixtralForCausalLM has no attention biases");
+    r.attention_bias = o.attention_bias;
+    if (o.num_experts <= 0 || o.experts_per_token <= 0 || o.experts_per_token > o.num_experts)
+      throw Error("make-model: need 0 < experts per token (" + std::to_string(o.experts_per_token) +
+                  ") <= experts (" + std::to_string(o.num_experts) + ")");
+    if (o.moe_intermediate_size <= 0) throw Error("make-model: moe_intermediate_size must be positive");
+    r.experts = o.num_experts, r.top_k = o.experts_per_token;
+    r.moe_inter = r.mixtral ? r.intermediate : o.moe_intermediate_size;
+    r.norm_topk_prob = r.mixtral || o.norm_topk_prob;
+    if (r.mixtral && !o.mlp_only_layers.empty()) throw Error("make-model: MixtralForCausalLM has no dense layers");
+    for (int64_t l : o.mlp_only_layers)
+      if (l < 0 || l >= r.layers) throw Error("make-model: mlp_only_layers entry " + std::to_string(l) + " is not a layer");
+    r.mlp_only_layers = o.mlp_only_layers;
   } else {
     throw Error("make-model: unknown architecture '" + r.architecture +
                 "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-                "Gemma2ForCausalLM, Gemma3ForCausalLM)");
+                "Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)");
   }
   r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
   if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
@@ -175,7 +201,28 @@ std::string config_json(const Resolved& r) {
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = r.layers;
   }
-  if (r.architecture != "Qwen2ForCausalLM") j["attention_bias"] = r.attention_bias;
+  if (r.mixtral) {  // transformers' MixtralConfig keys
+    j["num_local_experts"] = r.experts;
+    j["num_experts_per_tok"] = r.top_k;
+    j["sliding_window"] = nullptr;
+    j["router_aux_loss_coef"] = 0.02;
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+  }
+  if (r.qwen3_moe) {  // Qwen3MoeConfig keys
+    j["num_experts"] = r.experts;
+    j["num_experts_per_tok"] = r.top_k;
+    j["moe_intermediate_size"] = r.moe_inter;
+    j["norm_topk_prob"] = r.norm_topk_prob;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = r.mlp_only_layers;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = r.layers;
+    j["router_aux_loss_coef"] = 0.001;
+    j["output_router_logits"] = false;
+  }
+  if (r.architecture != "Qwen2ForCausalLM" && !r.mixtral) j["attention_bias"] = r.attention_bias;
   j["attention_dropout"] = 0.0;
   if (r.architecture == "LlamaForCausalLM") j["mlp_bias"] = false;
   if (r.architecture == "MistralForCausalLM") j["sliding_window"] = nullptr;
@@ -317,6 +364,20 @@ std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
       t[p + "self_attn.v_proj.bias"] = {{kv_out}, 0.0f, 0.1f};
       // Llama's attention_bias also biases o_proj (transformers' LlamaAttention); Qwen2's does not.
       if (r.architecture == "LlamaForCausalLM") t[p + "self_attn.o_proj.bias"] = {{r.hidden}, 0.0f, 0.1f};
+    }
+    if (r.moe_layer(l)) {
+      // The router spread widely (logits ~ N(0, 4)) so that routing is decisive and a wrong
+      // choice of experts shows; each expert like the dense MLP, at its own width.
+      const std::string b = p + (r.mixtral ? "block_sparse_moe." : "mlp.");
+      t[b + "gate.weight"] = {{r.experts, r.hidden}, 0.0f, 2.0f * in_std};
+      for (int64_t ex = 0; ex < r.experts; ++ex) {
+        const std::string x = b + "experts." + std::to_string(ex) + ".";
+        t[x + (r.mixtral ? "w1.weight" : "gate_proj.weight")] = {{r.moe_inter, r.hidden}, 0.0f, in_std};
+        t[x + (r.mixtral ? "w3.weight" : "up_proj.weight")] = {{r.moe_inter, r.hidden}, 0.0f, in_std};
+        t[x + (r.mixtral ? "w2.weight" : "down_proj.weight")] = {{r.hidden, r.moe_inter}, 0.0f,
+                                                                 float(2.0 * alpha * e / std::sqrt(double(r.moe_inter)))};
+      }
+      continue;
     }
     if (r.fused) {  // Phi-3: [gate | up] rows
       t[p + "mlp.gate_up_proj.weight"] = {{2 * r.intermediate, r.hidden}, 0.0f, in_std};

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace tpbatch {
 
@@ -22,6 +23,14 @@ struct MakeModelOptions {
   std::string dtype = "float32"; // float32 | bfloat16 | float16
   std::string rope_scaling = "none";  // none | llama3
   bool attention_bias = false;
+  // MixtralForCausalLM / Qwen3MoeForCausalLM: experts per MoE layer, the router's top-k, each
+  // expert's FFN width (Qwen3-MoE's moe_intermediate_size; Mixtral's experts use
+  // intermediate_size), Qwen3-MoE's norm_topk_prob and dense layers (mlp_only_layers).
+  int64_t num_experts = 4;
+  int64_t experts_per_token = 2;
+  int64_t moe_intermediate_size = 96;
+  bool norm_topk_prob = true;
+  std::vector<int64_t> mlp_only_layers;
   uint64_t seed = 1;
 };
 

@@ -6,6 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 "$TPBATCH" make-model "$WORK/base" --preset tiny --layers 2 >/dev/null
 "$TPBATCH" make-model "$WORK/qwen2" --preset tiny --layers 2 --architecture Qwen2ForCausalLM >/dev/null
+"$TPBATCH" make-model "$WORK/qwen3moe" --preset tiny --layers 2 --architecture Qwen3MoeForCausalLM >/dev/null
 printf '{"prompt": "Once upon a time"}\n' >"$WORK/in.jsonl"
 
 # case NAME BASE PYTHON-EDIT WORD...: copy BASE, apply the edit to its config.json (object `c`),
@@ -47,3 +48,6 @@ case_ quantized base 'c["quantization_config"] = {"quant_method": "gptq", "bits"
 case_ qwen2_partial_window qwen2 'c.update(use_sliding_window=True, sliding_window=16, max_window_layers=1)' \
   max_window_layers
 case_ bad_head_dim base 'c["head_dim"] = 7' head_dim
+# Mixture of experts: shared experts (Qwen2-MoE / DeepSeek style) would be left out; top-k above the experts.
+case_ moe_shared_experts qwen3moe 'c["shared_expert_intermediate_size"] = 128' shared_expert_intermediate_size
+case_ moe_top_k qwen3moe 'c["num_experts_per_tok"] = 9' num_experts_per_tok

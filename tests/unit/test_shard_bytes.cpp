@@ -58,8 +58,16 @@ std::vector<Case> cases() {
   gemma2.architecture = "Gemma2ForCausalLM";
   gemma3.architecture = "Gemma3ForCausalLM";
   gemma3.num_kv_heads = 1;
+  // Mixture of experts: the router and every expert's slices; Qwen3-MoE with a dense layer.
+  MakeModelOptions mixtral, qwen3_moe;
+  mixtral.architecture = "MixtralForCausalLM";
+  mixtral.num_layers = 2;
+  qwen3_moe.architecture = "Qwen3MoeForCausalLM";
+  qwen3_moe.num_layers = 3;
+  qwen3_moe.mlp_only_layers = {1};
   return {{"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
-          {"qwen3", qwen3}, {"phi3", phi3},     {"gemma2", gemma2},         {"gemma3", gemma3}};
+          {"qwen3", qwen3}, {"phi3", phi3},     {"gemma2", gemma2},         {"gemma3", gemma3},
+          {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}};
 }
 
 TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {

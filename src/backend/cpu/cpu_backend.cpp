@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/cpu_family_ops.h"
+#include "backend/cpu/cpu_moe_ops.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/host_memory.h"
 #include "common/error.h"
@@ -220,6 +221,11 @@ class CpuBackend final : public Backend {
   void scale(BufferView x, size_t count, float factor) override {
     Access a(mem_);
     cpu::scale(f32_mut(x, "scale x"), count, factor);
+  }
+  void weighted_row_sum(BufferView src, std::span<const int64_t> rows, std::span<const float> weights, int64_t k,
+                        int64_t width, BufferView out) override {
+    Access a(mem_);
+    cpu::weighted_row_sum(f32(src, "weighted_row_sum src"), rows, weights, k, width, f32_mut(out, "weighted_row_sum out"));
   }
   void softcap(BufferView x, size_t count, float cap) override {
     Access a(mem_);

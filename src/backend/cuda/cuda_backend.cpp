@@ -52,7 +52,9 @@ CudaBackend::~CudaBackend() {
   // After an NCCL abort the stream may hold work that never ends: leave everything to the exit.
   if (aborted_) return;
   cudaStreamSynchronize(stream_);
-  for (Scratch* s : {&step_device_, &attention_scratch_, &gemm_x_, &gemm_y_}) cudaFree(s->data);
+  for (Scratch* s : {&step_device_, &attention_scratch_, &gemm_x_, &gemm_y_, &moe_device_}) cudaFree(s->data);
+  cudaFreeHost(moe_pinned_);
+  if (moe_copied_) cudaEventDestroy(moe_copied_);
   for (int i = 0; i < 2; ++i) {
     cudaFreeHost(step_pinned_[i]);
     cudaFreeHost(upload_pinned_[i]);
@@ -434,6 +436,30 @@ void CudaBackend::scale(BufferView x, size_t count, float factor) {
 void CudaBackend::softcap(BufferView x, size_t count, float cap) {
   kernels::softcap(x, count, cap, stream_);
   TPBATCH_CUDA_LAUNCHED("softcap");
+}
+
+// Mixture of experts: the slots and weights (host) go through one pinned buffer to the device;
+// before it is refilled, the previous call's copy must have read it (moe_copied_).
+void CudaBackend::weighted_row_sum(BufferView src, std::span<const int64_t> rows, std::span<const float> weights,
+                                   int64_t k, int64_t width, BufferView out) {
+  if (k <= 0 || rows.size() % static_cast<size_t>(k) != 0 || weights.size() != rows.size())
+    throw Error("CUDA backend: weighted_row_sum: " + std::to_string(rows.size()) + " rows and " +
+                std::to_string(weights.size()) + " weights are not m groups of k = " + std::to_string(k));
+  if (rows.empty()) return;
+  const size_t n = rows.size(), bytes = n * (sizeof(int32_t) + sizeof(float));
+  if (!moe_copied_) TPBATCH_CUDA_CHECK(cudaEventCreateWithFlags(&moe_copied_, cudaEventDisableTiming));
+  else wait_event(moe_copied_, "CUDA weighted_row_sum");
+  ensure_pinned(moe_pinned_, moe_pinned_cap_, bytes);
+  auto* h_rows = static_cast<int32_t*>(moe_pinned_);
+  auto* h_weights = reinterpret_cast<float*>(h_rows + n);
+  for (size_t i = 0; i < n; ++i) h_rows[i] = static_cast<int32_t>(rows[i]);
+  std::copy(weights.begin(), weights.end(), h_weights);
+  auto* d = static_cast<int32_t*>(scratch(moe_device_, bytes, "CUDA weighted_row_sum"));
+  TPBATCH_CUDA_CHECK(cudaMemcpyAsync(d, h_rows, bytes, cudaMemcpyHostToDevice, stream_));
+  TPBATCH_CUDA_CHECK(cudaEventRecord(moe_copied_, stream_));
+  kernels::weighted_row_sum(src, d, reinterpret_cast<const float*>(d + n), static_cast<int64_t>(n) / k, k, width, out,
+                            stream_);
+  TPBATCH_CUDA_LAUNCHED("weighted_row_sum");
 }
 
 // ---- factory and queries ------------------------------------------------------------------------

@@ -66,6 +66,8 @@ class CudaBackend final : public Backend {
   void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) override;
   void scale(BufferView x, size_t count, float factor) override;
   void softcap(BufferView x, size_t count, float cap) override;
+  void weighted_row_sum(BufferView src, std::span<const int64_t> rows, std::span<const float> weights, int64_t k,
+                        int64_t width, BufferView out) override;
 
   // ---- for the NCCL communicator ----
   int device() const { return device_; }
@@ -119,6 +121,12 @@ class CudaBackend final : public Backend {
   size_t stage_cap_ = 0;
 
   Scratch attention_scratch_, gemm_x_, gemm_y_;
+
+  // weighted_row_sum(): the slots and weights of the MoE combine, pinned then on the device.
+  void* moe_pinned_ = nullptr;
+  size_t moe_pinned_cap_ = 0;
+  cudaEvent_t moe_copied_ = nullptr;
+  Scratch moe_device_;
 };
 
 }  // namespace tpbatch
