@@ -202,8 +202,9 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
       RowDispatcher dispatcher(job.input.path, done, *writer, progress, control, replicas - 1);
       auto source = make_local_work_source(dispatcher);
       stats = run_replica_leader(job, *tokenizer, *runner, topo, *plane.pp, *source);
-      std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld\n", static_cast<long long>(stats.steps),
-                   static_cast<long long>(stats.preemptions));
+      std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld\n",
+                   static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
+                   static_cast<long long>(stats.prefix_cache_hit_tokens));
       for (const auto& [name, st] : plane.tp->stats())
         std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
                      name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,

@@ -40,6 +40,7 @@ void Progress::row_done(const RowResult& row, double ttft, double tpot) {
   ++done_;
   if (row.finish_reason == "error") ++errors_;
   prompt_tokens_ += static_cast<int64_t>(row.prompt_tokens.size());
+  prompt_tokens_cached_ += row.prompt_tokens_cached;
   output_tokens_ += static_cast<int64_t>(row.output_tokens.size());
   if (ttft > 0) ttft_.add(ttft);
   if (tpot > 0) tpot_.add(tpot);
@@ -73,6 +74,8 @@ void Progress::print_final() {
                static_cast<long long>(done_ - skipped_), static_cast<long long>(errors_), m.wall_seconds,
                static_cast<long long>(prompt_tokens_), static_cast<long long>(output_tokens_),
                m.output_tokens_per_second, m.total_tokens_per_second, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99);
+  std::fprintf(out_, "[tpbatch] prompt tokens: %lld computed, %lld cached (prefix cache)\n",
+               static_cast<long long>(prompt_tokens_ - prompt_tokens_cached_), static_cast<long long>(prompt_tokens_cached_));
   std::fflush(out_);
 }
 
@@ -80,6 +83,7 @@ RunMetrics Progress::metrics() const {
   RunMetrics m;
   m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   m.prompt_tokens = prompt_tokens_;
+  m.prompt_tokens_cached = prompt_tokens_cached_;
   m.output_tokens = output_tokens_;
   m.output_tokens_per_second = m.wall_seconds > 0 ? output_tokens_ / m.wall_seconds : 0.0;
   m.total_tokens_per_second = m.wall_seconds > 0 ? (prompt_tokens_ + output_tokens_) / m.wall_seconds : 0.0;

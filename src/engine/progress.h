@@ -26,6 +26,7 @@ class Progress {
   double interval_;
   int64_t total_, done_, skipped_;
   int64_t errors_ = 0, prompt_tokens_ = 0, output_tokens_ = 0;
+  int64_t prompt_tokens_cached_ = 0;  // of prompt_tokens_, served by the prefix cache
   // Bounded samples for the percentiles (reservoir sampling): memory stays flat however many rows.
   struct Reservoir {
     std::vector<double> values;

@@ -146,7 +146,8 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
                                 Communicator& pp_data, WorkSource& source) {
   const ModelConfig& cfg = runner.shard().config;
   const int stages = topo.layout.pipeline;
-  KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size);
+  KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size,
+                             job.engine.prefix_caching);
   Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
                                       job.engine.admission == "longest_first"},
                       allocator);
@@ -218,6 +219,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   pipe.complete_sends(0);
   source.close();
   stats.preemptions = scheduler.preemptions();
+  stats.prefix_cache_hit_tokens = scheduler.prefix_cache_hit_tokens();
   stats.step_seconds = busy;
   stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!stats.interrupted && allocator.free_blocks() != allocator.num_blocks())

@@ -31,6 +31,7 @@ RowResult to_result(const Sequence& s, bool logprobs) {
   r.id = s.id;
   r.finish_reason = s.finish_reason;
   r.error = s.error;
+  r.prompt_tokens_cached = s.prompt_tokens_cached;
   const int64_t out_from = s.scoring ? s.score_from : s.prompt_len;
   const int64_t prompt_end = s.scoring ? s.prompt_len : s.prompt_len;
   r.prompt_tokens.assign(s.tokens.begin(), s.tokens.begin() + prompt_end);

@@ -5,6 +5,8 @@
 
 #include "common/error.h"
 
+#include "engine/prefix_cache.h"
+
 
 namespace tpbatch {
 
@@ -137,15 +139,37 @@ StepInputs Scheduler::schedule() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_seqs && room()) {
     auto next = next_to_admit();
     Sequence& s = **next;
+    if (!share_cached_prefix(s)) break;  // a running sequence is computing the blocks it can share
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
-    if (!alloc_.grow(s.blocks, s.num_computed + n)) break;
+    if (!alloc_.grow(s.blocks, s.num_computed + n)) {
+      alloc_.release(s.blocks);
+      s.num_computed = 0;
+      break;
+    }
+    if (!s.preempted) s.prompt_tokens_cached = std::min(s.num_computed, s.prompt_len);
+    prefix_cache_hit_tokens_ += s.num_computed;
     running_.push_back(std::move(*next));
     waiting_.erase(next);
     add_chunk(in, step, s, n);
     budget -= n;
   }
+  // Publish the blocks this step fills: a later step, on every rank after this one, can read them.
+  for (const Scheduled& e : step) alloc_.register_full_blocks(e.seq->blocks, e.seq->tokens, e.seq->num_computed + e.num_rows);
   if (!step.empty()) in_flight_.push_back(std::move(step));
   return in;
+}
+
+bool Scheduler::share_cached_prefix(Sequence& s) {
+  if (!alloc_.prefix_caching() || !s.blocks.empty() || s.num_computed != 0) return true;
+  const int64_t limit = prefix_cache_limit(s, alloc_.block_size());
+  if (limit == 0) return true;
+  const int64_t hit = alloc_.share_cached_prefix(s.blocks, s.tokens, limit);
+  if (hit < limit && prefix_block_being_computed(s, hit, limit, running_, alloc_.block_size())) {
+    alloc_.release(s.blocks);
+    return false;
+  }
+  s.num_computed = hit;
+  return true;
 }
 
 void Scheduler::finish(Sequence& seq, const char* reason) {

@@ -33,6 +33,7 @@ class Scheduler {
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
   int64_t preemptions() const { return preemptions_; }
+  int64_t prefix_cache_hit_tokens() const { return prefix_cache_hit_tokens_; }  // tokens served by the prefix cache
 
   // The next step; empty when nothing can run. Sequences that cannot fit the KV cache even alone
   // come back through take_finished() with an error.
@@ -60,6 +61,9 @@ class Scheduler {
   void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);
   bool reserve(size_t index, int64_t tokens);  // grows blocks, preempting newer idle sequences if needed
   void preempt(size_t running_index);
+  // Admission: shares the cached blocks of the sequence's leading tokens and starts it after them;
+  // false (nothing shared) when it should wait for a running sequence to compute more of them.
+  bool share_cached_prefix(Sequence& seq);
   void finish(Sequence& seq, const char* reason);  // output side done, blocks released
 
   SchedulerLimits limits_;
@@ -70,6 +74,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> finished_;
   std::deque<std::vector<Scheduled>> in_flight_;  // oldest step first
   int64_t preemptions_ = 0;
+  int64_t prefix_cache_hit_tokens_ = 0;
 };
 
 }  // namespace tpbatch

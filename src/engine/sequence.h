@@ -33,6 +33,7 @@ struct Sequence {
   bool in_flight = false;          // in a pipeline step whose results have not come back
   bool preempted = false;          // was evicted and waits to be recomputed
   std::vector<int32_t> blocks;
+  int64_t prompt_tokens_cached = 0;  // prompt tokens the prefix cache served at its first admission
 
   // Results.
   std::vector<float> logprobs;

@@ -306,7 +306,7 @@ class Hdf5ResultWriter final : public ResultWriter {
                H5Gclose);
     for (const char* n : {"wall_seconds"})
       if (has_attr(from, n)) write_attr(g, n, read_attr_double(from, n, path_), path_);
-    for (const char* n : {"prompt_tokens", "output_tokens", "runs"})
+    for (const char* n : {"prompt_tokens", "prompt_tokens_cached", "output_tokens", "runs"})
       if (has_attr(from, n)) write_attr(g, n, read_attr_int(from, n, path_), path_);
   }
 
@@ -387,6 +387,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     write_attr(g, "runs", runs, path_);
     write_attr(g, "wall_seconds", wall, path_);
     write_attr(g, "prompt_tokens", prompt, path_);
+    write_attr(g, "prompt_tokens_cached", prev_i("prompt_tokens_cached") + m.prompt_tokens_cached, path_);
     write_attr(g, "output_tokens", output, path_);
     const bool first_run = runs == 1;  // this run's own figures; totals over runs otherwise
     write_attr(g, "output_tokens_per_second",
@@ -396,6 +397,7 @@ class Hdf5ResultWriter final : public ResultWriter {
                path_);
     write_attr(g, "last_run_wall_seconds", m.wall_seconds, path_);
     write_attr(g, "last_run_prompt_tokens", m.prompt_tokens, path_);
+    write_attr(g, "last_run_prompt_tokens_cached", m.prompt_tokens_cached, path_);
     write_attr(g, "last_run_output_tokens", m.output_tokens, path_);
     write_attr(g, "last_run_output_tokens_per_second", m.output_tokens_per_second, path_);
     write_attr(g, "ttft_p50_seconds", m.ttft_p50, path_);

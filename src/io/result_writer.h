@@ -31,6 +31,7 @@ struct RunInfo {              // root attributes
 struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file
   double wall_seconds = 0;
   int64_t prompt_tokens = 0;
+  int64_t prompt_tokens_cached = 0;  // of prompt_tokens, served by the prefix cache (not computed)
   int64_t output_tokens = 0;
   double output_tokens_per_second = 0;
   double total_tokens_per_second = 0;

@@ -87,6 +87,7 @@ std::string serialize(const RowResult& r) {
   put<uint8_t>(out, r.is_greedy);
   put_array(out, r.finish_reason.data(), r.finish_reason.size());
   put_array(out, r.error.data(), r.error.size());
+  put<int64_t>(out, r.prompt_tokens_cached);
   put_array(out, r.embedding.data(), r.embedding.size());
   put<int64_t>(out, r.truncated_tokens);
   return out;
@@ -111,6 +112,8 @@ RowResult deserialize_row_result(std::string_view bytes) {
   if (r.is_greedy > 1) rd.fail("is_greedy is not 0 or 1");
   rd.get_string(r.finish_reason);
   rd.get_string(r.error);
+  r.prompt_tokens_cached = rd.get<int64_t>();
+  if (r.prompt_tokens_cached < 0) rd.fail("negative prompt_tokens_cached");
   rd.get_array(r.embedding);
   r.truncated_tokens = rd.get<int64_t>();
   if (r.truncated_tokens < 0) rd.fail("negative truncated_tokens");

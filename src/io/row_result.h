@@ -27,6 +27,7 @@ struct RowResult {
   // Not stored per row: they feed the /metrics percentiles on the writer rank.
   double ttft_seconds = 0.0;   // time to first token
   double tpot_seconds = 0.0;   // mean time per output token after the first
+  int64_t prompt_tokens_cached = 0;  // prompt tokens served by the prefix cache (/metrics)
 };
 
 // A compact binary form for sending results between ranks (MPI).

@@ -43,7 +43,7 @@ const std::vector<Section>& sections() {
       {"embed", {"pooling", "normalize"}},
       {"engine",
        {"max_batch_tokens", "max_seqs", "kv_cache_tokens", "memory_utilization", "block_size", "threads",
-        "progress_interval", "admission", "lookahead", "custom_allreduce", "watchdog_seconds", "kv_cache_dtype"}},
+        "progress_interval", "admission", "lookahead", "custom_allreduce", "prefix_caching", "watchdog_seconds", "kv_cache_dtype"}},
   };
   return s;
 }
@@ -425,6 +425,7 @@ std::string emit_yaml(const JobSpec& j) {
   e << YAML::Key << "admission" << YAML::Value << g.admission;
   e << YAML::Key << "lookahead" << YAML::Value << g.lookahead;
   e << YAML::Key << "custom_allreduce" << YAML::Value << g.custom_allreduce;
+  e << YAML::Key << "prefix_caching" << YAML::Value << g.prefix_caching;
   e << YAML::Key << "watchdog_seconds" << YAML::Value << d(g.watchdog_seconds);
   e << YAML::EndMap;
   e << YAML::EndMap;
@@ -561,6 +562,7 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   }
   p.get_int(root, "engine.lookahead", 1, g.lookahead);
   p.get_bool(root, "engine.custom_allreduce", g.custom_allreduce);
+  p.get_bool(root, "engine.prefix_caching", g.prefix_caching);
   p.get_double(root, "engine.watchdog_seconds", 0.0, false, std::nullopt, g.watchdog_seconds);
 
   // Paths: model folder and input file must exist.
