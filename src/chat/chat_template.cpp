@@ -1,20 +1,18 @@
 #include "chat/chat_template.h"
 
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "chat/evaluator.h"
 #include "common/error.h"
+#include "common/read_text.h"
 
 namespace tpbatch::chat {
 namespace {
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("chat template file '" + p.string() + "' cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_template_file(const std::filesystem::path& p) {
+  std::optional<std::string> text = try_read_text(p);
+  if (!text) throw Error("chat template file '" + p.string() + "' cannot be read");
+  return std::move(*text);
 }
 
 // bos_token / eos_token: a string, an AddedToken object {"content": ...}, or null.
@@ -39,7 +37,7 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& model_dir, const st
   std::error_code ec;
   if (std::filesystem::exists(cfg_path, ec)) {
     try {
-      cfg = nlohmann::json::parse(read_text(cfg_path));
+      cfg = nlohmann::json::parse(read_template_file(cfg_path));
     } catch (const nlohmann::json::exception& e) {
       throw Error(cfg_path.string() + ": not valid JSON (" + e.what() + ")");
     }
@@ -49,7 +47,7 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& model_dir, const st
   }
   std::string source, origin;
   if (!template_file.empty()) {
-    source = read_text(template_file);
+    source = read_template_file(template_file);
     origin = template_file;
   } else {
     auto it = cfg.find("chat_template");

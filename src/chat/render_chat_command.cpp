@@ -1,21 +1,19 @@
 #include "chat/render_chat_command.h"
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "chat/chat_template.h"
 #include "common/error.h"
+#include "common/read_text.h"
 
 namespace tpbatch {
 
 int run_render_chat(const RenderChatOptions& o, std::ostream& out) {
   auto read = [](const std::string& path, const char* what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw JobError(std::string(what) + " '" + path + "' cannot be read");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    std::optional<std::string> text = try_read_text(path);
+    if (!text) throw JobError(std::string(what) + " '" + path + "' cannot be read");
+    return std::move(*text);
   };
   const std::string source = read(o.template_file, "template file");
   nlohmann::ordered_json messages;

@@ -9,14 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/read_text.h"
 
 namespace tpbatch {
 
@@ -208,14 +207,6 @@ std::vector<TensorInfo> map_and_parse(const MappedFile& f) {
   const std::byte* base = f.data() + 8 + header_len;
   for (TensorInfo& t : tensors) t.data = base + t.begin;
   return tensors;
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace

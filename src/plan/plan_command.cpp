@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/mem_available.h"
 #include "job/job_spec.h"
 #include "model/llama_shard.h"
 #include "model/safetensors.h"
@@ -22,13 +23,10 @@ using nlohmann::json;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-int64_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  int64_t kb = 0;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return int64_t{8} << 30;
+// MemAvailable, or 8 GiB where /proc/meminfo has none (not Linux): a plan still comes out.
+int64_t host_memory_for_plan() {
+  const int64_t available = mem_available_bytes();
+  return available > 0 ? available : int64_t{8} << 30;
 }
 
 // The device the run would use: --device, else the job's device:, and for `auto` cuda when a device
@@ -208,7 +206,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     in.device_memory_bytes = static_cast<int64_t>(std::llround(o.device_memory_gib * kGiB));
   } else {
     const int local = std::max(1, std::min(in.ranks_per_node, in.world_size));
-    in.device_memory_bytes = mem_available_bytes() / local;
+    in.device_memory_bytes = host_memory_for_plan() / local;
   }
   in.memory_utilization = job.engine.memory_utilization;
   in.max_batch_tokens = job.engine.max_batch_tokens;

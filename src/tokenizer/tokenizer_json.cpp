@@ -1,8 +1,7 @@
 // Reading tokenizer.json into an HfTokenizer (Tokenizer::load / Tokenizer::from_json_text).
-#include <fstream>
-#include <sstream>
 
 #include "common/error.h"
+#include "common/read_text.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/json_util.h"
 
@@ -115,12 +114,11 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json_text(std::string_view json_text,
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& tokenizer_json) {
   const std::string label = tokenizer_json.string();
-  std::ifstream in(tokenizer_json, std::ios::binary);
-  if (!in) throw Error(label + ": cannot open the tokenizer file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(label + ": cannot read the tokenizer file");
-  return from_json_text(ss.str(), label);
+  ReadFailure why{};
+  std::optional<std::string> text = try_read_text(tokenizer_json, &why);
+  if (!text)
+    throw Error(label + (why == ReadFailure::kCannotOpen ? ": cannot open the tokenizer file" : ": cannot read the tokenizer file"));
+  return from_json_text(*text, label);
 }
 
 }  // namespace tpbatch

@@ -16,6 +16,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/host_memory.h"
 #include "common/error.h"
+#include "common/mem_available.h"
 
 namespace tpbatch {
 namespace {
@@ -25,17 +26,6 @@ const float* f32(BufferView v, const char* what) {
   return v.as<const float>();
 }
 float* f32_mut(BufferView v, const char* what) { return const_cast<float*>(f32(v, what)); }
-
-size_t mem_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  while (in >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024;
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return 0;
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -61,7 +51,7 @@ class CpuBackend final : public Backend {
     Access a(mem_);
     fn(view.data);
   }
-  size_t memory_available() const override { return mem_available_bytes(); }
+  size_t memory_available() const override { return static_cast<size_t>(mem_available_bytes()); }
 
   void begin_step(const StepBatch& s) override {
     tokens_.assign(s.tokens.begin(), s.tokens.end());
