@@ -1,5 +1,8 @@
 #include "chat/parser.h"
 
+#include <initializer_list>
+#include <iterator>
+#include <optional>
 #include <set>
 
 namespace tpbatch::chat {
@@ -76,21 +79,57 @@ class ExprParser {
     return e;
   }
 
-  ExprPtr or_expr() {
-    ExprPtr l = and_expr();
-    while (is_name("or")) {
-      const SourcePos p = next().pos;
-      l = binary("or", std::move(l), and_expr(), p);
+  // Binary operators, loosest first, as Jinja2 parses them (parse_or ... parse_pow): each level is
+  // left-associative over the next tighter one. Prefix `not` binds between `and` and the
+  // comparisons, which also take the keywords `in` and `not in`.
+  struct BinaryLevel {
+    Token::Kind kind;  // Name: keyword operators, Op: symbols
+    std::initializer_list<const char*> ops;
+  };
+  static constexpr BinaryLevel kBinaryLevels[] = {
+      {Token::Kind::Name, {"or"}},
+      {Token::Kind::Name, {"and"}},
+      {Token::Kind::Op, {"==", "!=", "<", ">", "<=", ">="}},
+      {Token::Kind::Op, {"+", "-"}},
+      {Token::Kind::Op, {"~"}},
+      {Token::Kind::Op, {"*", "/", "//", "%"}},
+      {Token::Kind::Op, {"**"}},
+  };
+  static constexpr size_t kCompareLevel = 2;
+
+  ExprPtr or_expr() { return binary_level(0); }
+
+  // An operator of `level` at the cursor, consumed; nullopt (nothing consumed) when there is none.
+  std::optional<std::string> take_operator(size_t level) {
+    const BinaryLevel& l = kBinaryLevels[level];
+    for (const char* op : l.ops)
+      if (peek().kind == l.kind && peek().text == op) return next().text;
+    if (level == kCompareLevel) {
+      if (is_name("in")) {
+        ++i_;
+        return "in";
+      }
+      if (is_name("not") && is_name("in", 1)) {
+        i_ += 2;
+        return "not in";
+      }
     }
-    return l;
+    return std::nullopt;
   }
-  ExprPtr and_expr() {
-    ExprPtr l = not_expr();
-    while (is_name("and")) {
-      const SourcePos p = next().pos;
-      l = binary("and", std::move(l), not_expr(), p);
+  // What the operators of `level` join: the next tighter level, `not` below `and`, unary at the end.
+  ExprPtr operand(size_t level) {
+    if (level + 1 == kCompareLevel) return not_expr();
+    if (level + 1 == std::size(kBinaryLevels)) return unary();
+    return binary_level(level + 1);
+  }
+  ExprPtr binary_level(size_t level) {
+    ExprPtr l = operand(level);
+    for (;;) {
+      const SourcePos p = peek().pos;
+      std::optional<std::string> op = take_operator(level);
+      if (!op) return l;
+      l = binary(*op, std::move(l), operand(level), p);
     }
-    return l;
   }
   ExprPtr not_expr() {
     if (is_name("not")) {
@@ -98,60 +137,7 @@ class ExprParser {
       e->a = not_expr();
       return e;
     }
-    return compare();
-  }
-  ExprPtr compare() {
-    ExprPtr l = math1();
-    for (;;) {
-      const SourcePos p = peek().pos;
-      std::string op;
-      if (peek().kind == Token::Kind::Op &&
-          (peek().text == "==" || peek().text == "!=" || peek().text == "<" || peek().text == ">" ||
-           peek().text == "<=" || peek().text == ">=")) {
-        op = next().text;
-      } else if (is_name("in")) {
-        ++i_;
-        op = "in";
-      } else if (is_name("not") && is_name("in", 1)) {
-        i_ += 2;
-        op = "not in";
-      } else {
-        return l;
-      }
-      l = binary(op, std::move(l), math1(), p);
-    }
-  }
-  ExprPtr math1() {
-    ExprPtr l = concat();
-    while (is_op("+") || is_op("-")) {
-      const Token& t = next();
-      l = binary(t.text, std::move(l), concat(), t.pos);
-    }
-    return l;
-  }
-  ExprPtr concat() {
-    ExprPtr l = math2();
-    while (is_op("~")) {
-      const SourcePos p = next().pos;
-      l = binary("~", std::move(l), math2(), p);
-    }
-    return l;
-  }
-  ExprPtr math2() {
-    ExprPtr l = power();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const Token& t = next();
-      l = binary(t.text, std::move(l), power(), t.pos);
-    }
-    return l;
-  }
-  ExprPtr power() {
-    ExprPtr l = unary();
-    while (is_op("**")) {
-      const SourcePos p = next().pos;
-      l = binary("**", std::move(l), unary(), p);
-    }
-    return l;
+    return binary_level(kCompareLevel);
   }
   ExprPtr unary(bool with_filter = true) {
     ExprPtr e;
