@@ -13,7 +13,7 @@ cat >"$WORK/openai.jsonl" <<'JSONL'
 {"custom_id": "c-sampled", "method": "POST", "url": "/v1/completions", "body": {"model": "stories", "prompt": ["Lily and Ben"], "max_tokens": 12, "temperature": 0.9, "top_p": 0.8, "seed": 7}}
 {"custom_id": "c-stop", "method": "POST", "url": "/v1/completions", "body": {"prompt": "Once upon a time", "max_tokens": 40, "stop": ["."], "n": 1, "stream": false}}
 {"custom_id": "chat-1", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "stories-chat", "messages": [{"role": "user", "content": "Once upon a time"}], "max_completion_tokens": 8}}
-{"custom_id": "bad-key", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "presence_penalty": 0.5}}
+{"custom_id": "bad-key", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "best_of": 2}}
 {"custom_id": "bad-url", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
 JSONL
 cat >"$WORK/plain.jsonl" <<'JSONL'
@@ -21,7 +21,7 @@ cat >"$WORK/plain.jsonl" <<'JSONL'
 {"id": "c-sampled", "prompt": "Lily and Ben", "max_new_tokens": 12, "temperature": 0.9, "top_p": 0.8, "seed": 7}
 {"id": "c-stop", "prompt": "Once upon a time", "max_new_tokens": 40, "stop": ["."]}
 {"id": "chat-1", "messages": [{"role": "user", "content": "Once upon a time"}], "max_new_tokens": 8}
-{"id": "bad-key", "prompt": "x", "presence_penalty": 0.5}
+{"id": "bad-key", "prompt": "x", "best_of": 2}
 {"id": "bad-url", "prompt": "x", "max_new_tokens": 0}
 JSONL
 for k in openai plain; do
@@ -74,7 +74,7 @@ with h5py.File(f"{w}/openai.h5", "r") as f, h5py.File(f"{w}/plain.h5", "r") as p
             assert u["completion_tokens"] == mt, (cid, u, mt)
     by = {o["custom_id"]: o for o in out}
     assert by["c-stop"]["response"]["body"]["choices"][0]["finish_reason"] == "stop"
-    assert "unknown key 'body.presence_penalty'" in by["bad-key"]["response"]["body"]["error"]["message"]
+    assert "unknown key 'body.best_of'" in by["bad-key"]["response"]["body"]["error"]["message"]
     assert "url '/v1/embeddings' asks for an embedding, but this job's task is generate" in \
         by["bad-url"]["response"]["body"]["error"]["message"]
     # jsonl: every dataset of every row.
