@@ -123,6 +123,13 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
   out << "model: " << model << " (" << config.architecture << ", " << config.num_layers << " layers, hidden "
       << config.hidden_size << ", " << config.num_heads << " heads, " << config.num_kv_heads << " KV heads, vocab "
       << config.vocab_size << ")\n";
+  if (config.num_experts > 0) {  // the weights column counts the router and every expert's slice
+    int64_t sparse = 0;
+    for (int64_t l = 0; l < config.num_layers; ++l) sparse += config.is_moe_layer(l);
+    out << "mixture of experts: " << config.num_experts << " experts of width " << config.expert_intermediate_size
+        << ", top-" << config.experts_per_token << ", on " << sparse << " of " << config.num_layers
+        << " layers; each expert split across the tensor-parallel ranks like the dense MLP\n";
+  }
   out << "device: " << (in.accelerator ? "cuda" : "cpu") << "; weights " << dtype << " (" << dtype_size(in.weight_dtype)
       << " bytes per element; norms and biases float32), KV cache " << dtype_word(in.kv_dtype)
       << ", activations " << dtype_word(in.activation_dtype) << " (compute accumulates in float32)\n";

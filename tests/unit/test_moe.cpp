@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "model/config.h"
 #include "model/moe.h"
+#include "model/shard_bytes.h"
 
 namespace tpbatch {
 namespace {
@@ -97,6 +98,21 @@ TEST(MoeConfig, UnsupportedOrInconsistentOptionsNameTheKey) {
   c = moe_config("MixtralForCausalLM");
   c["num_local_experts"] = 0;
   expect_refused(c, "num_local_experts");
+}
+
+TEST(MoeConfig, PlanWeightBytesCountTheRouterAndEveryExpertSlice) {
+  // Mixtral: 4 layers, each router [4, 64] + 4 experts x 3 x [128, 64] instead of a dense MLP.
+  const ModelConfig m = parse(moe_config("MixtralForCausalLM"));
+  ShardPlacement p;
+  p.layers = Range{0, 4};
+  p.has_embedding = p.has_lm_head = true;
+  const int64_t H = 64, attn = (64 + 2 * 32) * H + H * 64, vocab = 2 * 512 * H;
+  const int64_t f32 = 4 * 2 * H + 8 + H;  // norms, rope table [head_dim / 2], final norm
+  EXPECT_EQ(shard_weight_bytes(m, p, DType::F32), 4 * (4 * (attn + 4 * H + 4 * 3 * 128 * H) + vocab) + 4 * f32);
+  // TP=2, rank 1: half of each expert, the whole router, half the heads and vocabulary.
+  p.tensor = 2, p.tp_rank = 1;
+  const int64_t attn2 = (32 + 2 * 16) * H + H * 32;
+  EXPECT_EQ(shard_weight_bytes(m, p, DType::F32), 4 * (4 * (attn2 + 4 * H + 4 * 3 * 64 * H) + vocab / 2) + 4 * f32);
 }
 
 TEST(MoeRouting, TopKOfTheSoftmaxRenormalisedOrNotAndGroupedByExpert) {
