@@ -75,7 +75,7 @@ int blas_threads(const JobSpec& job, const Topology& topo) {
 
 int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   int provided = 0;  // MULTIPLE: the heartbeat thread calls MPI beside the main thread
-  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Init_thread(nullptr, nullptr, liveness_thread_level(), &provided);
   int world_rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);

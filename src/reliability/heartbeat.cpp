@@ -66,7 +66,8 @@ std::string rank_list(const std::vector<int>& ranks, const std::vector<std::stri
 
 }  // namespace
 
-double Heartbeat::beat_period(double timeout) { return std::clamp(timeout / 10, 0.02, 1.0); }
+// timeout <= 0 (off): beats only serve finish(), once a second is plenty.
+double Heartbeat::beat_period(double timeout) { return timeout > 0 ? std::clamp(timeout / 10, 0.02, 1.0) : 1.0; }
 
 Heartbeat::Heartbeat(MPI_Comm world, double timeout) : timeout_(timeout) {
   MPI_Comm_dup(world, &comm_);

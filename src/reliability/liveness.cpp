@@ -8,11 +8,21 @@
 
 namespace tpbatch {
 
+namespace {
+
+bool per_call_requested() {
+  const char* env = std::getenv("TPBATCH_LIVENESS");
+  return env && std::strcmp(env, "per-call") == 0;
+}
+
+}  // namespace
+
+int liveness_thread_level() { return per_call_requested() ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE; }
+
 Liveness::Liveness(int provided, double timeout) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const char* env = std::getenv("TPBATCH_LIVENESS");
-  const bool per_call = env && std::strcmp(env, "per-call") == 0;
+  const bool per_call = per_call_requested();
   if (provided >= MPI_THREAD_MULTIPLE && !per_call) {
     heartbeat_ = std::make_unique<Heartbeat>(MPI_COMM_WORLD, timeout);
     return;

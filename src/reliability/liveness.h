@@ -11,6 +11,10 @@
 
 namespace tpbatch {
 
+// The thread level to ask MPI_Init_thread for: MPI_THREAD_MULTIPLE (the heartbeat thread calls
+// MPI beside the main thread), MPI_THREAD_FUNNELED under TPBATCH_LIVENESS=per-call.
+int liveness_thread_level();
+
 class Liveness {
  public:
   // Collective over MPI_COMM_WORLD. timeout <= 0: nothing is judged.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "reliability/heartbeat.h"
+
 namespace tpbatch {
 namespace {
 
@@ -67,6 +69,13 @@ TEST(PeerWatch, AnOldBeatNeverMovesTheClockBack) {
   w.beat(1, 10.0);
   w.beat(1, 9.0);
   EXPECT_DOUBLE_EQ(w.last_heard(1), 10.0);
+}
+
+TEST(Heartbeat, BeatsTenTimesPerTimeoutAtMostOncePerSecond) {
+  EXPECT_DOUBLE_EQ(Heartbeat::beat_period(3.0), 0.3);
+  EXPECT_DOUBLE_EQ(Heartbeat::beat_period(300.0), 1.0);  // all-to-all: ranks^2 messages per period
+  EXPECT_DOUBLE_EQ(Heartbeat::beat_period(0.0), 1.0);    // off: beats only for the final barrier
+  EXPECT_DOUBLE_EQ(Heartbeat::beat_period(0.05), 0.02);
 }
 
 }  // namespace
