@@ -16,16 +16,13 @@ namespace {
 
 // ---- Python str helpers, by code point -------------------------------------------------------
 
+// The tokenizer's decoder; a byte that starts no valid sequence stands for itself (as Latin-1).
 std::vector<uint32_t> code_points(const std::string& s) {
   std::vector<uint32_t> out;
   for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (i + len > s.size()) len = 1;
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    out.push_back(cp);
-    i += static_cast<size_t>(len);
+    const size_t len = tok::utf8_valid_len(s, i);
+    out.push_back(len ? tok::utf8_decode(s, i, len) : static_cast<unsigned char>(s[i]));
+    i += len ? len : 1;
   }
   return out;
 }
