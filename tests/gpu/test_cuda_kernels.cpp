@@ -214,6 +214,19 @@ TEST_F(CudaVsCpu, FamilyOpsMatchCpu) {
   EXPECT_LT(rel_err(get(*gpu_, gl), get(*cpu_, cl)), 1e-5) << "softcap";
 }
 
+// Mixture of experts: each token's k expert-output rows, weighted and summed (kernels/weighted_row_sum.cu).
+TEST_F(CudaVsCpu, WeightedRowSumMatchesCpu) {
+  const int64_t slots = 12, k = 2, width = 300;  // 6 tokens, top-2
+  Vec src = random(slots * width, -2, 2);
+  auto [cs, gs] = both(src);
+  auto [co, go] = both_zero((slots / k) * width);
+  const std::vector<int64_t> rows = {3, 0, 7, 1, 11, 2, 4, 5, 10, 6, 9, 8};
+  const std::vector<float> weights = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f, 0.6f, 0.4f, 0.2f, 0.8f, 1.0f, 0.0f};
+  cpu_->weighted_row_sum(cs.view(), rows, weights, k, width, co.view());
+  gpu_->weighted_row_sum(gs.view(), rows, weights, k, width, go.view());
+  EXPECT_LT(rel_err(get(*gpu_, go), get(*cpu_, co)), 1e-2) << "weighted_row_sum";
+}
+
 TEST_F(CudaVsCpu, RopeAtTheStepsPositionsMatchesCpu) {
   for (int64_t hd : {64, 128, 256}) {
     const int64_t rows = 6, heads = 4, stride = heads * hd + 3 * hd;  // q of a fused qkv row
