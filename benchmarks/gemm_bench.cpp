@@ -4,7 +4,10 @@
 // Weights rotate through copies totalling >= 256 MiB so every call streams them from DRAM, as a
 // decode step of the whole model does (the model is far larger than L3).
 //   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
-//                      [--shapes qkv,down] [--crossover 0|1] [--isa portable]
+//                      [--shapes qkv,down] [--crossover 0|1] [--isa portable] [--hot 0|1]
+// --hot 1: the same copy of each weight every call (cache-resident when it fits L2/L3), so the
+// compute rate of a kernel shows without the DRAM stream; the gap to the default (streamed) run is
+// the part of the weight stream the kernel fails to overlap with its arithmetic.
 #include <cblas.h>
 #include <omp.h>
 #if defined(__x86_64__)
@@ -35,6 +38,7 @@ namespace cpu = tpbatch::cpu;
 // measure the load, not the kernel); memory contention from the other jobs still shows.
 bool g_cpu_clock = false;
 int g_clock_threads = 1;
+bool g_hot = false;  // --hot 1: no rotation over copies
 
 double now_s() {
   if (g_cpu_clock) {
@@ -155,7 +159,8 @@ struct Pool {
 template <class F>
 double time_rotating(Pool& pool, size_t bytes, double min_seconds, F&& f) {
   const size_t stride = (bytes + 4095) / 4096 * 4096;
-  const size_t copies = std::max<size_t>(2, std::min(Pool::kBytes / stride, (size_t(256) << 20) / stride + 1));
+  const size_t copies =
+      g_hot ? 1 : std::max<size_t>(2, std::min(Pool::kBytes / stride, (size_t(256) << 20) / stride + 1));
   size_t c = 0;
   f(pool.mem.data());  // warm-up: thread team, scratch, page faults already taken by fill
   int reps = 0;
@@ -198,18 +203,19 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--isa") && !std::strcmp(argv[i + 1], "portable"))
       cpu::set_gemm_isa_for_testing(cpu::GemmIsa::Portable);
     else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
+    else if (!std::strcmp(argv[i], "--hot")) g_hot = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
-                 "       [--shapes qkv,o_proj,gate_up,down,lm_head] [--crossover 0|1] [--isa portable]\n", argv[0]);
+                 "       [--shapes qkv,o_proj,gate_up,down,lm_head] [--crossover 0|1] [--isa portable] [--hot 0|1]\n", argv[0]);
       return 2;
     }
   }
   double load[3] = {};
   if (getloadavg(load, 3) < 1) load[0] = -1;
-  std::printf("blas_core %s, gemm isa %s, OMP_WAIT_POLICY=%s, clock %s, load average %.2f\n",
+  std::printf("blas_core %s, gemm isa %s, OMP_WAIT_POLICY=%s, clock %s, weights %s, load average %.2f\n",
               tpbatch::blas_core_name(), cpu::gemm_isa_name(cpu::gemm_isa()),
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "", g_cpu_clock ? "cpu" : "wall",
-              load[0]);
+              g_hot ? "hot (one copy)" : "streamed (rotating copies)", load[0]);
   Pool pool;
   int64_t max_mk = 0;
   for (const Shape& s : kShapes) max_mk = std::max(max_mk, s.k);
