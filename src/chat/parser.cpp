@@ -284,14 +284,19 @@ class ExprParser {
           e = std::move(it);
         }
       } else if (is_op("(")) {
-        auto c = make(Expr::Kind::Call, peek().pos);
-        c->a = std::move(e);
-        call_args(*c);
-        e = std::move(c);
+        e = call(std::move(e));
       } else {
         return e;
       }
     }
+  }
+
+  // callee(args...): a call after a postfix expression or after a filter or test.
+  ExprPtr call(ExprPtr callee) {
+    auto c = make(Expr::Kind::Call, peek().pos);
+    c->a = std::move(callee);
+    call_args(*c);
+    return c;
   }
 
   ExprPtr filters(ExprPtr e) {
@@ -329,10 +334,7 @@ class ExprParser {
         }
         e = std::move(t);
       } else if (is_op("(")) {
-        auto c = make(Expr::Kind::Call, peek().pos);
-        c->a = std::move(e);
-        call_args(*c);
-        e = std::move(c);
+        e = call(std::move(e));
       } else {
         return e;
       }
