@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compare tpbatch's tokenizer with Hugging Face `tokenizers` on random Unicode strings.
 
-Needs `pip install tokenizers` and a built libtpbatch_core.a (e.g. build-tok/). It compiles a
+Needs `pip install tokenizers` and a build folder holding libtpbatch_tokenizer.a and
+libtpbatch_common.a (e.g. build-tok/). It compiles a
 tiny CLI against that library, encodes the same strings with both, and reports every difference
 in ids (add_special_tokens false and true) and in decode(ids, skip_special_tokens=False).
 
@@ -60,13 +61,14 @@ def build_cli(build_dir, src_dir, work):
     libs = subprocess.run(["pkg-config", "--libs", "icu-uc", "libpcre2-8"], capture_output=True, text=True,
                           check=True).stdout.split()
     subprocess.run(["g++", "-std=c++20", "-O2", "-I" + os.path.join(src_dir, "src"), src,
-                    os.path.join(build_dir, "libtpbatch_core.a"), *libs, "-o", exe], check=True)
+                    os.path.join(build_dir, "libtpbatch_tokenizer.a"), os.path.join(build_dir, "libtpbatch_common.a"),
+                    *libs, "-o", exe], check=True)
     return exe
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True, help="build folder holding libtpbatch_core.a")
+    ap.add_argument("--build", required=True, help="build folder holding libtpbatch_tokenizer.a")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("tokenizers", nargs="+")
