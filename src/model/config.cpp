@@ -3,14 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <numbers>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/read_text.h"
 
 namespace tpbatch {
 namespace {
@@ -117,15 +116,6 @@ json parse_object(const std::string& text, const std::string& file) {
   }
   if (!j.is_object()) throw Error(file + ": must hold a JSON object, got " + type_name(j));
   return j;
-}
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path.string() + ": read error");
-  return ss.str();
 }
 
 std::string join_path(const std::string& label, const char* file) {
