@@ -11,35 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "tokenizer/utf8.h"
 
 namespace tpbatch {
 namespace {
 
 using json = nlohmann::json;
-
-bool valid_utf8(std::string_view s) {
-  size_t i = 0, n = s.size();
-  while (i < n) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) { ++i; continue; }
-    int len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
-    else return false;
-    if (i + len > n) return false;
-    for (int k = 1; k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return false;
-    i += len;
-  }
-  return true;
-}
 
 struct LineContext {
   int64_t index;
@@ -390,7 +367,7 @@ std::string number_as_written(std::string_view line, const std::string& key) {
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size) {
   LineContext ctx{index, std::to_string(index)};
   if (is_blank_line(line)) ctx.bad("empty line");
-  if (!valid_utf8(line)) ctx.bad("invalid UTF-8");
+  if (!tok::utf8_is_valid(line)) ctx.bad("invalid UTF-8");
   json obj;
   try {
     obj = json::parse(line.begin(), line.end());

@@ -19,6 +19,7 @@
 #include "io/resume_check.h"
 #include "io/results_hdf5.h"
 #include "reliability/model_fingerprint.h"
+#include "tokenizer/utf8.h"
 
 namespace tpbatch {
 namespace {
@@ -33,39 +34,17 @@ constexpr double kFlushSeconds = 5.0;
 
 // ---- strings -----------------------------------------------------------------------------------------
 
-// Replaces invalid UTF-8 sequences with U+FFFD so every stored string is valid UTF-8.
+// Replaces each byte that does not start a valid UTF-8 sequence with U+FFFD, so every stored
+// string is valid UTF-8. One U+FFFD per invalid byte, as the results files have always held: not
+// tok::utf8_lossy's one per maximal invalid subpart (a truncated 3-byte sequence is two here, one there).
 void sanitize_utf8(std::string& s) {
-  auto seq_len = [&](size_t i) -> size_t {  // length of a valid sequence at i, 0 if invalid
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (i + len > s.size()) return 0;
-    for (size_t k = 1; k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return 0;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-      return 0;
-    return len;
-  };
-  size_t i = 0;
-  for (; i < s.size(); ++i) {
-    size_t l = seq_len(i);
-    if (l == 0) break;
-    i += l - 1;
-  }
-  if (i >= s.size()) return;  // valid: the common case, no copy
-  std::string out = s.substr(0, i);
-  while (i < s.size()) {
-    size_t l = seq_len(i);
+  if (tok::utf8_is_valid(s)) return;  // the common case, no copy
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t l = tok::utf8_valid_len(s, i);
     if (l == 0) {
-      out += "\xEF\xBF\xBD";
+      out.append(tok::kReplacementChar);
       ++i;
     } else {
       out.append(s, i, l);

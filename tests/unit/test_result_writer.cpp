@@ -460,6 +460,20 @@ TEST_F(ResultWriterTest, InvalidUtf8StoredAsReplacementCharacter) {
   EXPECT_EQ(read_strings(f.id, "output_text")[0], "ab\xEF\xBF\xBD");
 }
 
+// One U+FFFD per byte that starts no valid sequence (not one per maximal invalid subpart, as
+// tok::utf8_lossy does): a truncated 3-byte sequence is two, a surrogate three, an overlong two.
+TEST_F(ResultWriterTest, InvalidUtf8ReplacedBytePerByte) {
+  auto w = ResultWriter::open(path_, "overwrite", info(1));
+  RowResult r = row(0);
+  r.output_text = "a\xE2\x82|\xED\xA0\x80|\xC0\xAF|\xF0\x9F\x98\x80";
+  w->write(r);
+  w->finish(RunMetrics{});
+  File f(path_);
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(read_strings(f.id, "output_text")[0],
+            "a" + fffd + fffd + "|" + fffd + fffd + fffd + "|" + fffd + fffd + "|\xF0\x9F\x98\x80");
+}
+
 TEST_F(ResultWriterTest, UnknownIfExistsRejected) {
   EXPECT_NE(error_of_open("append", info(1)).find("output.if_exists"), std::string::npos);
 }
