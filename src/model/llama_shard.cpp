@@ -220,26 +220,4 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   return s;
 }
 
-int64_t shard_parameter_count(const ModelConfig& cfg, const ShardPlacement& place) {
-  const int t = place.tensor, r = place.tp_rank;
-  const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
-  const int64_t q = balanced_split(cfg.num_heads, t, r).size() * hd;
-  const int64_t kv = kv_heads_of_rank(cfg, t, r).size() * hd;
-  const int64_t inter = balanced_split(cfg.intermediate_size, t, r).size();
-  const int64_t vocab = balanced_split(cfg.vocab_size, t, r).size();
-  int64_t per_layer = 2 * H + (q + 2 * kv) * H + H * q;
-  if (cfg.attention_bias) per_layer += q + 2 * kv;
-  if (cfg.sandwich_norms) per_layer += 2 * H;
-  if (cfg.qk_norm) per_layer += 2 * hd;
-  if (cfg.mlp_bias) per_layer += 2 * inter + H;
-  int64_t n = per_layer * place.layers.size();
-  const int64_t expert_inter = balanced_split(cfg.expert_intermediate_size, t, r).size();
-  for (int64_t l = place.layers.begin; l < place.layers.end; ++l)
-    n += cfg.is_moe_layer(l) ? cfg.num_experts * (H + 3 * expert_inter * H) : 3 * inter * H;
-  const bool tied = cfg.tie_word_embeddings;
-  if (place.has_embedding) n += vocab * H;
-  if (place.has_lm_head) n += H + ((tied && place.has_embedding) ? 0 : vocab * H);
-  return n;
-}
-
 }  // namespace tpbatch

@@ -4,7 +4,23 @@
 
 namespace tpbatch {
 
-int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
+namespace {
+
+// The elements of one rank's shard, by how they are kept: the one count behind both
+// shard_weight_bytes (what the loader allocates) and shard_parameter_count (the model's parameters).
+struct ShardElements {
+  int64_t linear = 0;        // attention and MLP / expert matrices, router, embedding, LM head: weight dtype
+  int64_t norms_biases = 0;  // norms and biases: F32
+  // Llama's attention_bias also biases o_proj (Qwen2's does not); the loader reads it when the
+  // checkpoint has it, which a Llama checkpoint with attention_bias does. F32, counted in the bytes
+  // only (shard_parameter_count has never counted it).
+  int64_t o_proj_bias = 0;
+  // RoPE inverse frequencies (LlamaShard counts them with its weights): [head_dim / 2], and the
+  // sliding layers' own table when they have one. F32, not parameters.
+  int64_t rope_tables = 0;
+};
+
+ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place) {
   const int t = place.tensor, r = place.tp_rank;
   const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
   const int64_t q = balanced_split(cfg.num_heads, t, r).size() * hd;
@@ -17,30 +33,39 @@ int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, 
   int64_t moe_layers = 0;
   for (int64_t l = place.layers.begin; l < place.layers.end; ++l) moe_layers += cfg.is_moe_layer(l);
   const int64_t expert_inter = balanced_split(cfg.expert_intermediate_size, t, r).size();
-  // Elements kept in the weight dtype, and in F32.
-  int64_t wide = layers * ((q + 2 * kv) * H + H * q) + (layers - moe_layers) * 3 * inter * H +
-                 moe_layers * cfg.num_experts * (H + 3 * expert_inter * H);
-  int64_t per_layer_f32 = 2 * H;               // input and post-attention norms
+  ShardElements e;
+  e.linear = layers * ((q + 2 * kv) * H + H * q) + (layers - moe_layers) * 3 * inter * H +
+             moe_layers * cfg.num_experts * (H + 3 * expert_inter * H);
+  int64_t per_layer_f32 = 2 * H;                   // input and post-attention norms
   if (cfg.sandwich_norms) per_layer_f32 += 2 * H;  // pre/post feed-forward norms (Gemma 2/3)
   if (cfg.qk_norm) per_layer_f32 += 2 * hd;        // per-head q/k norms (Qwen3, Gemma 3)
   if (cfg.attention_bias) {
     per_layer_f32 += q + 2 * kv;
-    // Llama's attention_bias also biases o_proj (Qwen2's does not); the loader reads it when the
-    // checkpoint has it, which a Llama checkpoint with attention_bias does.
-    if (cfg.architecture == "LlamaForCausalLM") per_layer_f32 += H;
+    if (cfg.architecture == "LlamaForCausalLM") e.o_proj_bias = layers * H;
   }
   if (cfg.mlp_bias) per_layer_f32 += 2 * inter + H;  // gate/up slices, the whole down bias
-  int64_t f32 = layers * per_layer_f32;
-  // RoPE inverse frequencies (LlamaShard counts them with its weights): [head_dim / 2], and the
-  // sliding layers' own table when they have one.
-  f32 += (hd / 2) * (cfg.rope_local_theta > 0 ? 2 : 1);
+  e.norms_biases = layers * per_layer_f32;
+  e.rope_tables = (hd / 2) * (cfg.rope_local_theta > 0 ? 2 : 1);
   const bool tied = cfg.tie_word_embeddings;
-  if (place.has_embedding) wide += vocab * H;
+  if (place.has_embedding) e.linear += vocab * H;
   if (place.has_lm_head) {
-    f32 += H;  // final norm
-    if (!(tied && place.has_embedding)) wide += vocab * H;  // own LM head, or the tied table on a later stage
+    e.norms_biases += H;                                        // final norm
+    if (!(tied && place.has_embedding)) e.linear += vocab * H;  // own LM head, or the tied table on a later stage
   }
-  return wide * static_cast<int64_t>(dtype_size(weight_dtype)) + f32 * 4;
+  return e;
+}
+
+}  // namespace
+
+int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
+  const ShardElements e = shard_elements(cfg, place);
+  return e.linear * static_cast<int64_t>(dtype_size(weight_dtype)) + (e.norms_biases + e.o_proj_bias + e.rope_tables) * 4;
+}
+
+// Declared in model/llama_shard.h (for `plan`); defined here beside shard_weight_bytes, from the same count.
+int64_t shard_parameter_count(const ModelConfig& cfg, const ShardPlacement& place) {
+  const ShardElements e = shard_elements(cfg, place);
+  return e.linear + e.norms_biases;
 }
 
 int64_t kv_bytes_per_token_of_rank(const ModelConfig& cfg, int tensor, int tp_rank, int64_t layers, DType kv_dtype) {
