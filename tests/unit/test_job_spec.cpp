@@ -342,6 +342,40 @@ TEST_F(JobSpecTest, EffectiveYamlHasEveryKeyWithDefaults) {
   EXPECT_EQ(n["parallel"]["ranks_per_node"].as<int>(), 0);
 }
 
+// The effective YAML is compared by resumes and hashed by every rank: its text for a job is fixed.
+TEST_F(JobSpecTest, EffectiveYamlTextIsStable) {
+  const std::string expected = "model: " + (dir_ / "model").string() + "\ndtype: auto\ndevice: auto\n"
+      "parallel:\n  tensor: 1\n  pipeline: 1\n  ranks_per_node: 0\n"
+      "input:\n  path: " + (dir_ / "prompts.jsonl").string() + "\n  text_field: prompt\n  tokens_field: ~\n"
+      "  id_field: id\n  completion_field: completion\n  on_bad_line: record\n  unknown_keys: error\n"
+      "  score_tokenization: joint\n"
+      "task: generate\n"
+      "sampling:\n  max_new_tokens: 128\n  temperature: 0.0\n  top_k: 0\n  top_p: 1.0\n  seed: 0\n  stop: []\n"
+      "  ignore_eos: false\n  min_p: 0.0\n  repetition_penalty: 1.0\n  presence_penalty: 0.0\n"
+      "  frequency_penalty: 0.0\n  stop_token_ids: []\n  min_tokens: 0\n  top_logprobs: 0\n"
+      "output:\n  path: results.h5\n  if_exists: resume\n  logprobs: true\n"
+      "engine:\n  max_batch_tokens: 4096\n  max_seqs: 64\n  kv_cache_tokens: 0\n  kv_cache_dtype: auto\n"
+      "  memory_utilization: 0.9\n  block_size: 16\n  threads: 0\n  progress_interval: 10.0\n  admission: fifo\n"
+      "  lookahead: 64\n  custom_allreduce: true\n  prefix_caching: true\n  watchdog_seconds: 300.0\n";
+  EXPECT_EQ(parse().effective_yaml, expected);
+}
+
+// Keys emitted only for some jobs: input.truncate when not "error", embed: for embed jobs,
+// chat_template when a file is named; each in its place.
+TEST_F(JobSpecTest, EffectiveYamlConditionalKeysInPlace) {
+  std::ofstream(dir_ / "t.jinja") << "{{ x }}";
+  const std::string plain = parse("embed:\n  pooling: mean\n").effective_yaml;
+  EXPECT_EQ(plain.find("embed:"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("truncate"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("chat_template"), std::string::npos) << plain;
+  const std::string y = parse("task: embed\nembed:\n  pooling: mean\n", {"input.truncate=left", "chat_template=t.jinja"})
+                            .effective_yaml;
+  EXPECT_NE(y.find("  score_tokenization: joint\n  truncate: left\ntask: embed\nembed:\n  pooling: mean\n"
+                   "  normalize: true\nchat_template: " + (dir_ / "t.jinja").string() + "\nsampling:\n"),
+            std::string::npos)
+      << y;
+}
+
 TEST_F(JobSpecTest, BinaryJobFileRejected) {
   std::ofstream(dir_ / "r.h5", std::ios::binary) << std::string("\x89HDF\r\n\x1a\n\0\0", 10);
   try {

@@ -1,0 +1,419 @@
+// The table of job keys, and the reading and the emitting that follow it.
+#include "job/job_keys.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace tpbatch {
+
+// A capture-less accessor for one JobSpec field, e.g. JOB_FIELD(engine.threads).
+#define JOB_FIELD(member) [](JobSpec& j) -> auto& { return j.member; }
+
+namespace {
+
+using namespace job_key;
+
+bool is_embed(const JobSpec& j) { return j.task == "embed"; }
+
+}  // namespace
+
+const std::vector<JobKey>& job_keys() {
+  static const std::vector<JobKey> keys = {
+      {"model", Text{JOB_FIELD(model), TextRule::kRequired}},
+      {"dtype", Choice{JOB_FIELD(dtype), {"auto", "float32", "bfloat16", "float16"}}},
+      {"device", Choice{JOB_FIELD(device), {"auto", "cpu", "cuda"}}},
+
+      {"parallel.tensor", Integer{JOB_FIELD(parallel.tensor), 1}},
+      {"parallel.pipeline", Integer{JOB_FIELD(parallel.pipeline), 1}},
+      {"parallel.ranks_per_node", Integer{JOB_FIELD(parallel.ranks_per_node), 0}},
+
+      {"input.path", Text{JOB_FIELD(input.path), TextRule::kRequired}},
+      {"input.text_field", Text{JOB_FIELD(input.text_field), TextRule::kNonEmpty}},
+      {"input.tokens_field", OptionalText{JOB_FIELD(input.tokens_field)}},
+      {"input.id_field", Text{JOB_FIELD(input.id_field), TextRule::kNonEmpty}},
+      {"input.completion_field", Text{JOB_FIELD(input.completion_field), TextRule::kNonEmpty}},
+      {"input.on_bad_line", Choice{JOB_FIELD(input.on_bad_line), {"record", "fail"}}},
+      {"input.unknown_keys", Choice{JOB_FIELD(input.unknown_keys), {"error", "ignore"}}},
+      {"input.score_tokenization", Choice{JOB_FIELD(input.score_tokenization), {"joint", "separate"}}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"input.truncate", Choice{JOB_FIELD(input.truncate), {"error", "left"}},
+       [](const JobSpec& j) { return j.input.truncate != "error"; }},
+
+      {"task", Choice{JOB_FIELD(task), {"generate", "score", "embed"}}},
+      {"embed.pooling", Choice{JOB_FIELD(embed.pooling), {"last", "mean", "cls"}}, is_embed},
+      {"embed.normalize", Flag{JOB_FIELD(embed.normalize)}, is_embed},
+      // Empty = the tokenizer's own template; emitted only when a file is named.
+      {"chat_template", Text{JOB_FIELD(chat_template)}, [](const JobSpec& j) { return !j.chat_template.empty(); }},
+
+      {"sampling.max_new_tokens", Integer{JOB_FIELD(sampling.max_new_tokens), 0}},
+      {"sampling.temperature", Number{JOB_FIELD(sampling.temperature), 0.0, false, std::nullopt}},
+      {"sampling.top_k", Integer{JOB_FIELD(sampling.top_k), 0}},
+      {"sampling.top_p", Number{JOB_FIELD(sampling.top_p), 0.0, true, 1.0}},
+      {"sampling.seed", Unsigned{JOB_FIELD(sampling.seed)}},
+      {"sampling.stop", StopStrings{JOB_FIELD(sampling.stop)}},
+      {"sampling.ignore_eos", Flag{JOB_FIELD(sampling.ignore_eos)}},
+      {"sampling.min_p", Number{JOB_FIELD(sampling.min_p), 0.0, false, 1.0}},
+      {"sampling.repetition_penalty", Number{JOB_FIELD(sampling.repetition_penalty), 0.0, true, std::nullopt}},
+      {"sampling.presence_penalty", FiniteNumber{JOB_FIELD(sampling.presence_penalty)}},
+      {"sampling.frequency_penalty", FiniteNumber{JOB_FIELD(sampling.frequency_penalty)}},
+      {"sampling.stop_token_ids", TokenIds{JOB_FIELD(sampling.stop_token_ids)}},
+      {"sampling.min_tokens", Integer{JOB_FIELD(sampling.min_tokens), 0}},
+      {"sampling.top_logprobs", Integer{JOB_FIELD(sampling.top_logprobs), 0, kMaxTopLogprobs}},
+
+      {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
+      {"output.if_exists", Choice{JOB_FIELD(output.if_exists), {"resume", "overwrite", "fail"}}},
+      {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
+
+      {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
+      {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},
+      {"engine.kv_cache_tokens", Integer{JOB_FIELD(engine.kv_cache_tokens), 0}},
+      {"engine.kv_cache_dtype", Choice{JOB_FIELD(engine.kv_cache_dtype), {"auto", "float32", "bfloat16"}}},
+      {"engine.memory_utilization", Number{JOB_FIELD(engine.memory_utilization), 0.0, true, 1.0}},
+      {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1}},
+      {"engine.threads", Integer{JOB_FIELD(engine.threads), 0}},
+      {"engine.progress_interval", Number{JOB_FIELD(engine.progress_interval), 0.0, false, std::nullopt}},
+      {"engine.admission",
+       Choice{JOB_FIELD(engine.admission), {std::begin(kAdmissionPolicies), std::end(kAdmissionPolicies)}}},
+      {"engine.lookahead", Integer{JOB_FIELD(engine.lookahead), 1}},
+      {"engine.custom_allreduce", Flag{JOB_FIELD(engine.custom_allreduce)}},
+      {"engine.prefix_caching", Flag{JOB_FIELD(engine.prefix_caching)}},
+      {"engine.watchdog_seconds", Number{JOB_FIELD(engine.watchdog_seconds), 0.0, false, std::nullopt}},
+  };
+  return keys;
+}
+
+#undef JOB_FIELD
+
+void KeyErrors::fail(const std::string& key, const std::string& msg) const {
+  auto it = override_src_.find(key);
+  if (it != override_src_.end()) throw JobError("--set " + it->second + ": " + msg);
+  throw JobError(source_ + ": " + msg);
+}
+
+std::string section_of(const std::string& dotted) {
+  auto dot = dotted.find('.');
+  return dot == std::string::npos ? "" : dotted.substr(0, dot);
+}
+
+std::string leaf_of(const std::string& dotted) {
+  auto dot = dotted.rfind('.');
+  return dot == std::string::npos ? dotted : dotted.substr(dot + 1);
+}
+
+bool is_job_key(const std::string& dotted) {
+  const auto& keys = job_keys();
+  return std::any_of(keys.begin(), keys.end(), [&](const JobKey& k) { return dotted == k.key; });
+}
+
+bool is_job_section(const std::string& name) { return !name.empty() && !first_key_of(name).empty(); }
+
+std::string first_key_of(const std::string& section) {
+  for (const JobKey& k : job_keys())
+    if (section_of(k.key) == section && section_of(k.key) != "") return leaf_of(k.key);
+  return "";
+}
+
+std::vector<std::string> known_key_names() {
+  std::vector<std::string> out;
+  for (const JobKey& k : job_keys())
+    if (section_of(k.key).empty()) out.push_back(k.key);
+  std::string last;
+  for (const JobKey& k : job_keys()) {
+    std::string s = section_of(k.key);
+    if (s.empty()) continue;
+    if (s != last && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    last = s;
+    out.push_back(k.key);
+  }
+  return out;
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out + "\"";
+}
+
+bool parse_int64(const std::string& s, int64_t& v) {
+  if (s.empty()) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (*b == '+') ++b;
+  auto r = std::from_chars(b, e, v);
+  return r.ec == std::errc() && r.ptr == e;
+}
+
+bool parse_uint64(const std::string& s, uint64_t& v) {
+  if (s.empty() || s[0] == '-') return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (*b == '+') ++b;
+  auto r = std::from_chars(b, e, v);
+  return r.ec == std::errc() && r.ptr == e;
+}
+
+bool parse_double(const std::string& s, double& v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return false;
+  return std::isfinite(v);
+}
+
+}  // namespace
+
+std::string value_repr(const YAML::Node& n) {
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  if (n.IsNull()) return "nothing";
+  const std::string& s = n.Scalar();
+  double d;
+  std::string l = lower(s);
+  if (parse_double(s, d) || l == "true" || l == "false") return s;
+  return quote(s);
+}
+
+namespace {
+
+std::string repr(const YAML::Node& n) { return value_repr(n); }
+
+// A leaf's node; null when absent.
+YAML::Node node_of(const YAML::Node& root, const std::string& dotted) {
+  auto dot = dotted.find('.');
+  if (dot == std::string::npos) {
+    YAML::Node v = root[dotted];
+    return v ? v : YAML::Node();
+  }
+  YAML::Node sec = root[dotted.substr(0, dot)];
+  if (!sec || !sec.IsMap()) return YAML::Node();
+  YAML::Node v = sec[dotted.substr(dot + 1)];
+  return v ? v : YAML::Node();
+}
+
+// Reads one key's (non-null) node into its field: one overload per kind of value.
+class KeyReader {
+ public:
+  KeyReader(const KeyErrors& errors, const std::string& key, const YAML::Node& n, JobSpec& job)
+      : errors_(errors), key_(key), n_(n), job_(job) {}
+
+  [[noreturn]] void fail(const std::string& msg) const { errors_.fail(key_, msg); }
+  [[noreturn]] void must_be(const std::string& what, const std::string& got) const {
+    fail("'" + key_ + "' must be " + what + ", got " + got);
+  }
+  void need_scalar(const std::string& what) const {
+    if (!n_.IsScalar()) must_be(what, repr(n_));
+  }
+
+  void operator()(const Text& t) const {
+    if (n_.IsNull()) return;
+    need_scalar("a string");
+    t.field(job_) = n_.Scalar();
+  }
+  void operator()(const OptionalText& t) const {
+    if (n_.IsNull()) return;
+    need_scalar("a string");
+    if (n_.Scalar().empty()) fail("'" + key_ + "' must be a non-empty string or null");
+    t.field(job_) = n_.Scalar();
+  }
+  void operator()(const Choice& c) const {
+    if (n_.IsNull()) return;
+    need_scalar("a string");
+    const std::string v = n_.Scalar();
+    if (std::find(c.choices.begin(), c.choices.end(), v) == c.choices.end()) {
+      std::string list;
+      for (const auto& name : c.choices) list += (list.empty() ? "" : ", ") + name;
+      must_be("one of " + list, quote(v));
+    }
+    c.field(job_) = v;
+  }
+  void operator()(const Integer& i) const {
+    if (n_.IsNull()) return;
+    std::string what = i.min == 1 ? "a positive integer" : i.min == 0 ? "a non-negative integer"
+                                                         : "an integer >= " + std::to_string(i.min);
+    need_scalar(what);
+    int64_t v;
+    if (!parse_int64(n_.Scalar(), v) || v < i.min) must_be(what, repr(n_));
+    if (i.max && v > *i.max)
+      must_be("an integer in [" + std::to_string(i.min) + ", " + std::to_string(*i.max) + "]", std::to_string(v));
+    i.field(job_) = v;
+  }
+  void operator()(const Unsigned& u) const {
+    if (n_.IsNull()) return;
+    const std::string what = "a non-negative integer";
+    need_scalar(what);
+    uint64_t v;
+    if (!parse_uint64(n_.Scalar(), v)) must_be(what, repr(n_));
+    u.field(job_) = v;
+  }
+  void operator()(const Number& r) const {
+    if (n_.IsNull()) return;
+    std::ostringstream what;
+    if (r.hi)
+      what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
+    else
+      what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
+    need_scalar(what.str());
+    double v;
+    if (!parse_double(n_.Scalar(), v) || (r.lo_open ? v <= r.lo : v < r.lo) || (r.hi && v > *r.hi))
+      must_be(what.str(), repr(n_));
+    r.field(job_) = v;
+  }
+  void operator()(const FiniteNumber& f) const {
+    if (n_.IsNull()) return;
+    need_scalar("a finite number");
+    double v;
+    if (!parse_double(n_.Scalar(), v)) must_be("a finite number", repr(n_));
+    f.field(job_) = v;
+  }
+  void operator()(const Flag& f) const {
+    if (n_.IsNull()) return;
+    need_scalar("true or false");
+    bool v;
+    if (!YAML::convert<bool>::decode(n_, v)) must_be("true or false", repr(n_));
+    f.field(job_) = v;
+  }
+  void operator()(const StopStrings& s) const {
+    if (n_.IsNull()) return;
+    const std::string what = "a list of non-empty strings";
+    std::vector<std::string> v;
+    if (n_.IsScalar()) {
+      v.push_back(n_.Scalar());
+    } else if (n_.IsSequence()) {
+      for (const auto& e : n_) {
+        if (!e.IsScalar()) must_be(what, "an element that is " + repr(e));
+        v.push_back(e.Scalar());
+      }
+    } else {
+      must_be(what, repr(n_));
+    }
+    for (const auto& text : v)
+      if (text.empty()) must_be(what, "an empty string");
+    s.field(job_) = v;
+  }
+  void operator()(const TokenIds& t) const {
+    if (n_.IsNull()) return;
+    const std::string what = "a list of token ids (integers >= 0)";
+    std::vector<int32_t> v;
+    auto one = [&](const YAML::Node& e) {
+      int64_t id;
+      if (!e.IsScalar() || !parse_int64(e.Scalar(), id) || id < 0 || id > std::numeric_limits<int32_t>::max())
+        must_be(what, repr(e));
+      v.push_back(static_cast<int32_t>(id));
+    };
+    if (n_.IsSequence()) {
+      for (const auto& e : n_) one(e);
+    } else {
+      one(n_);
+    }
+    t.field(job_) = v;
+  }
+
+ private:
+  const KeyErrors& errors_;
+  const std::string& key_;
+  const YAML::Node& n_;
+  JobSpec& job_;
+};
+
+// After reading: the rules on a string's emptiness, which hold for the default as well.
+void check_text_rule(const JobKey& k, const KeyErrors& errors, JobSpec& job) {
+  const Text* t = std::get_if<Text>(&k.value);
+  if (!t || !t->field(job).empty()) return;
+  const std::string key = k.key;
+  if (t->rule == TextRule::kRequired) errors.fail(key, "'" + key + "' is required");
+  if (t->rule == TextRule::kNonEmpty) errors.fail(key, "'" + key + "' must be a non-empty string");
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// Emits one key's value: one overload per kind of value.
+class ValueEmitter {
+ public:
+  // The accessors take a JobSpec& to serve reading as well; emitting only reads through them.
+  ValueEmitter(YAML::Emitter& e, const JobSpec& job) : e_(e), job_(const_cast<JobSpec&>(job)) {}
+
+  void operator()(const Text& t) const { e_ << t.field(job_); }
+  void operator()(const OptionalText& t) const {
+    const auto& v = t.field(job_);
+    if (v)
+      e_ << *v;
+    else
+      e_ << YAML::Null;
+  }
+  void operator()(const Choice& c) const { e_ << c.field(job_); }
+  void operator()(const Integer& i) const { e_ << i.field(job_); }
+  void operator()(const Unsigned& u) const { e_ << u.field(job_); }
+  void operator()(const Number& r) const { e_ << format_double(r.field(job_)); }
+  void operator()(const FiniteNumber& f) const { e_ << format_double(f.field(job_)); }
+  void operator()(const Flag& f) const { e_ << f.field(job_); }
+  void operator()(const StopStrings& s) const {
+    e_ << YAML::Flow << YAML::BeginSeq;
+    for (const auto& text : s.field(job_)) e_ << YAML::DoubleQuoted << text;
+    e_ << YAML::EndSeq;
+  }
+  void operator()(const TokenIds& t) const {
+    e_ << YAML::Flow << YAML::BeginSeq;
+    for (int32_t id : t.field(job_)) e_ << id;
+    e_ << YAML::EndSeq;
+  }
+
+ private:
+  YAML::Emitter& e_;
+  JobSpec& job_;
+};
+
+}  // namespace
+
+void read_job_keys(const YAML::Node& root, const KeyErrors& errors, JobSpec& job) {
+  for (const JobKey& k : job_keys()) {
+    const std::string key = k.key;
+    const YAML::Node n = node_of(root, key);
+    std::visit(KeyReader(errors, key, n, job), k.value);
+    check_text_rule(k, errors, job);
+  }
+}
+
+std::string emit_job_yaml(const JobSpec& job) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  std::string open;  // the section whose mapping is open; "" = none
+  for (const JobKey& k : job_keys()) {
+    if (k.emitted && !k.emitted(job)) continue;
+    const std::string section = section_of(k.key);
+    if (section != open) {
+      if (!open.empty()) e << YAML::EndMap;
+      if (!section.empty()) e << YAML::Key << section << YAML::Value << YAML::BeginMap;
+      open = section;
+    }
+    e << YAML::Key << leaf_of(k.key) << YAML::Value;
+    std::visit(ValueEmitter(e, job), k.value);
+  }
+  if (!open.empty()) e << YAML::EndMap;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace tpbatch
