@@ -235,18 +235,14 @@ void push_unique(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
     if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
 }
 
-}  // namespace
+bool is_gemma(const std::string& architecture) {
+  return architecture == "Gemma2ForCausalLM" || architecture == "Gemma3ForCausalLM";
+}
 
-ModelConfig parse_model_config(const std::string& config_json_text, const std::string& generation_json_text,
-                               const std::string& label) {
-  const std::string file = join_path(label, "config.json");
-  const json j = parse_object(config_json_text, file);
-  const Reader r{j, file};
-  ModelConfig c;
-
-  // Architecture.
-  if (!j.contains("architectures")) r.fail("architectures", "missing");
-  const json& arch = j.at("architectures");
+// The architecture family (architectures[0]), its model_type, and no quantization.
+void parse_architecture(const Reader& r, ModelConfig& c) {
+  if (!r.obj.contains("architectures")) r.fail("architectures", "missing");
+  const json& arch = r.obj.at("architectures");
   if (!arch.is_array() || arch.empty() || !arch[0].is_string())
     r.fail("architectures", "must be a non-empty list of strings, got " + arch.dump());
   c.architecture = arch[0].get<std::string>();
@@ -274,12 +270,13 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     r.fail("architectures", "unsupported architecture '" + a + "' (supported: " + supported_architectures() + ")");
   }
   c.model_type = r.string_or("model_type", default_type);
-  const bool gemma = a == "Gemma2ForCausalLM" || a == "Gemma3ForCausalLM";
 
-  if (j.contains("quantization_config"))
+  if (r.obj.contains("quantization_config"))
     r.fail("quantization_config", "quantized checkpoints are not supported (only F32/F16/BF16 weights)");
+}
 
-  // Shapes.
+// Attention and MLP shapes, and the vocabulary and context they imply.
+void parse_shapes(const Reader& r, ModelConfig& c) {
   c.hidden_size = r.positive("hidden_size");
   c.intermediate_size = r.positive("intermediate_size");
   c.num_layers = r.positive("num_hidden_layers");
@@ -300,8 +297,11 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
   c.vocab_size = r.positive("vocab_size");
   if (c.vocab_size > std::numeric_limits<int32_t>::max()) r.fail("vocab_size", "too large");
   c.max_position_embeddings = r.positive("max_position_embeddings");
+}
 
-  c.rms_norm_eps = r.positive_number_or("rms_norm_eps", 1e-6);
+// rope_theta and the scaling as written (rope_scaling, or transformers >= 5's rope_parameters);
+// what depends on the rest of the config is resolved by resolve_rope_scaling.
+void parse_rope(const Reader& r, ModelConfig& c) {
   c.rope_theta = r.positive_number_or("rope_theta", 10000.0);
   c.rope_scaling = parse_rope_scaling(r);
   if (r.present("rope_parameters") && r.obj.at("rope_parameters").is_object()) {
@@ -309,8 +309,13 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     c.rope_theta = rp.positive_number_or("rope_theta", c.rope_theta);
     if (!r.present("rope_scaling")) c.rope_scaling = parse_rope_scaling(r, "rope_parameters");
   }
+}
 
-  // The gated MLP's activation (Gemma reads hidden_activation; HF's Gemma configs carry both).
+// The gated MLP's activation and biases, and no partial rotary embeddings.
+void parse_mlp(const Reader& r, ModelConfig& c) {
+  const std::string& a = c.architecture;
+  const bool gemma = is_gemma(a);
+  // Gemma reads hidden_activation; HF's Gemma configs carry both.
   const char* act_key = gemma && r.present("hidden_activation") ? "hidden_activation" : "hidden_act";
   c.hidden_act = r.string_or(act_key, gemma ? "gelu_pytorch_tanh" : "silu");
   if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
@@ -320,7 +325,12 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
   if (r.present("partial_rotary_factor") && r.number("partial_rotary_factor") != 1.0)
     r.fail("partial_rotary_factor", "partial rotary embeddings are not supported (got " +
                                         r.obj.at("partial_rotary_factor").dump() + ")");
+}
 
+// Tied embeddings, attention biases, fused projections and q/k norms: fixed by the family or read.
+void parse_projections(const Reader& r, ModelConfig& c) {
+  const std::string& a = c.architecture;
+  const bool gemma = is_gemma(a);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", gemma);
   if (a == "Qwen2ForCausalLM") {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases
@@ -331,17 +341,24 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
   }
   c.fused_projections = a == "Phi3ForCausalLM";
   c.qk_norm = a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM" || a == "Gemma3ForCausalLM";
-  parse_mixture_of_experts(r, c);
-  if (gemma) {
-    c.norm_plus_one = true;
-    c.sandwich_norms = true;
-    c.embedding_scale = std::sqrt(double(c.hidden_size));
-    c.query_pre_attn_scalar = r.positive_number_or("query_pre_attn_scalar", double(c.head_dim));
-    c.attn_logit_softcap = r.positive_number_or("attn_logit_softcapping", 0.0);
-    c.final_logit_softcap = r.positive_number_or("final_logit_softcapping", 0.0);
-    if (a == "Gemma3ForCausalLM") c.rope_local_theta = r.positive_number_or("rope_local_base_freq", 10000.0);
-  }
+}
 
+// Gemma 2/3: (1 + weight) and sandwich norms, scaled embeddings, score scalar and soft caps,
+// Gemma 3's local rope base.
+void parse_gemma_options(const Reader& r, ModelConfig& c) {
+  const std::string& a = c.architecture;
+  if (!is_gemma(a)) return;
+  c.norm_plus_one = true;
+  c.sandwich_norms = true;
+  c.embedding_scale = std::sqrt(double(c.hidden_size));
+  c.query_pre_attn_scalar = r.positive_number_or("query_pre_attn_scalar", double(c.head_dim));
+  c.attn_logit_softcap = r.positive_number_or("attn_logit_softcapping", 0.0);
+  c.final_logit_softcap = r.positive_number_or("final_logit_softcapping", 0.0);
+  if (a == "Gemma3ForCausalLM") c.rope_local_theta = r.positive_number_or("rope_local_base_freq", 10000.0);
+}
+
+// The rope scaling's values that depend on the context length, and the context it allows.
+void resolve_rope_scaling(const Reader& r, ModelConfig& c) {
   // Longrope (Phi-3): HF switches from the short to the long factors, for the whole sequence, once
   // it outgrows original_max_position_embeddings; the keys already in a KV cache would then be
   // rotated the other way, so the context stops there and the short factors are the only ones used.
@@ -380,8 +397,12 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
                                std::to_string(c.rope_scaling.original_max_position_embeddings) +
                                " below max_position_embeddings " + std::to_string(c.max_position_embeddings) +
                                " is not supported (the base would change mid-sequence, under the KV cache)");
+}
 
-  // Sliding-window attention.
+// Sliding-window attention: which layers use which window, per family.
+void parse_sliding_window(const Reader& r, ModelConfig& c) {
+  const std::string& a = c.architecture;
+  const bool gemma = is_gemma(a);
   if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM" || a == "MixtralForCausalLM") {
     if (r.present("sliding_window")) c.sliding_window = r.positive("sliding_window");
   } else if (gemma) {
@@ -391,7 +412,7 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
       const int64_t pattern = a == "Gemma2ForCausalLM" ? 2 : r.positive_or("sliding_window_pattern", 6);
       for (int64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
       if (r.present("layer_types")) {  // transformers >= 4.53 writes the pattern out
-        const json& lt = j.at("layer_types");
+        const json& lt = r.obj.at("layer_types");
         if (!lt.is_array() || int64_t(lt.size()) != c.num_layers)
           r.fail("layer_types", "must be a list of num_hidden_layers strings");
         for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -420,8 +441,11 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
     c.sliding_window = 0;
     c.sliding_layers.clear();
   }
+}
 
-  // Special tokens.
+// BOS and EOS ids of config.json and generation_config.json (when given), inside the vocabulary.
+void parse_special_tokens(const Reader& r, ModelConfig& c, const std::string& generation_json_text,
+                          const std::string& label) {
   c.bos_token_id = r.token_id_or("bos_token_id", -1);
   push_unique(c.eos_token_ids, r.token_ids("eos_token_id"));
   if (!generation_json_text.empty()) {
@@ -438,7 +462,28 @@ ModelConfig parse_model_config(const std::string& config_json_text, const std::s
                                  std::to_string(c.vocab_size) + ")");
   if (c.bos_token_id >= c.vocab_size)
     r.fail("bos_token_id", "token id " + std::to_string(c.bos_token_id) + " is outside the vocabulary");
+}
 
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& config_json_text, const std::string& generation_json_text,
+                               const std::string& label) {
+  const std::string file = join_path(label, "config.json");
+  const json j = parse_object(config_json_text, file);
+  const Reader r{j, file};
+  ModelConfig c;
+  // In this order, which is the order a config's errors are reported in.
+  parse_architecture(r, c);
+  parse_shapes(r, c);
+  c.rms_norm_eps = r.positive_number_or("rms_norm_eps", 1e-6);
+  parse_rope(r, c);
+  parse_mlp(r, c);
+  parse_projections(r, c);
+  parse_mixture_of_experts(r, c);
+  parse_gemma_options(r, c);
+  resolve_rope_scaling(r, c);
+  parse_sliding_window(r, c);
+  parse_special_tokens(r, c, generation_json_text, label);
   c.torch_dtype = r.string_or("torch_dtype", r.string_or("dtype", "float32"));
   return c;
 }
