@@ -149,7 +149,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size,
                              job.engine.prefix_caching);
   Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
-                                      job.engine.admission == "longest_first"},
+                                      job.engine.admission == AdmissionPolicy::kLongestFirst},
                       allocator);
   RowAdmitter admitter(job, tok, cfg);
   admitter.set_kv_capacity_tokens(allocator.num_blocks() * allocator.block_size());

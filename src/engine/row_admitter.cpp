@@ -154,7 +154,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
     // Token ids must index the model's embedding (and the tokenizer's vocabulary).
     row = parse_input_row(item.line, item.index, job_, std::min<int64_t>(tok_.vocab_size(), cfg_.vocab_size));
   } catch (const BadLine& bad) {
-    if (job_.input.on_bad_line == "fail")
+    if (job_.input.on_bad_line == OnBadLine::kFail)
       throw Error(bad.reason + " (input.on_bad_line: fail)", kExitBadInput);
     immediate.push_back(error_row(item.index, bad.id, bad.reason));
     return nullptr;
@@ -187,7 +187,8 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
     add_bos = t->bos_token().empty() || prompt_text->rfind(t->bos_token(), 0) != 0;
   }
   const bool scoring = job_.task == "score";
-  const bool joint = scoring && row.completion && !row.tokens && job_.input.score_tokenization == "joint";
+  const bool joint =
+      scoring && row.completion && !row.tokens && job_.input.score_tokenization == ScoreTokenization::kJoint;
   std::vector<int32_t> completion;
   if (row.tokens) {
     s->tokens = *row.tokens;

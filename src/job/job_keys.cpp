@@ -14,6 +14,10 @@ namespace tpbatch {
 
 // A capture-less accessor for one JobSpec field, e.g. JOB_FIELD(engine.threads).
 #define JOB_FIELD(member) [](JobSpec& j) -> auto& { return j.member; }
+// The two accessors of an enum field (EnumChoice): its value as an index into the names, and back.
+#define JOB_ENUM_FIELD(member, Enum)                                 \
+  [](const JobSpec& j) { return static_cast<size_t>(j.member); }, \
+      [](JobSpec& j, size_t i) { j.member = static_cast<Enum>(i); }
 
 namespace {
 
@@ -38,9 +42,10 @@ const std::vector<JobKey>& job_keys() {
       {"input.tokens_field", OptionalText{JOB_FIELD(input.tokens_field)}},
       {"input.id_field", Text{JOB_FIELD(input.id_field), TextRule::kNonEmpty}},
       {"input.completion_field", Text{JOB_FIELD(input.completion_field), TextRule::kNonEmpty}},
-      {"input.on_bad_line", Choice{JOB_FIELD(input.on_bad_line), {"record", "fail"}}},
+      {"input.on_bad_line", EnumChoice{{"record", "fail"}, JOB_ENUM_FIELD(input.on_bad_line, OnBadLine)}},
       {"input.unknown_keys", Choice{JOB_FIELD(input.unknown_keys), {"error", "ignore"}}},
-      {"input.score_tokenization", Choice{JOB_FIELD(input.score_tokenization), {"joint", "separate"}}},
+      {"input.score_tokenization",
+       EnumChoice{{"joint", "separate"}, JOB_ENUM_FIELD(input.score_tokenization, ScoreTokenization)}},
       // Emitted only when not the default: files written before the key existed still resume.
       {"input.truncate", Choice{JOB_FIELD(input.truncate), {"error", "left"}},
        [](const JobSpec& j) { return j.input.truncate != "error"; }},
@@ -78,8 +83,7 @@ const std::vector<JobKey>& job_keys() {
       {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1}},
       {"engine.threads", Integer{JOB_FIELD(engine.threads), 0}},
       {"engine.progress_interval", Number{JOB_FIELD(engine.progress_interval), 0.0, false, std::nullopt}},
-      {"engine.admission",
-       Choice{JOB_FIELD(engine.admission), {std::begin(kAdmissionPolicies), std::end(kAdmissionPolicies)}}},
+      {"engine.admission", EnumChoice{{"fifo", "longest_first"}, JOB_ENUM_FIELD(engine.admission, AdmissionPolicy)}},
       {"engine.lookahead", Integer{JOB_FIELD(engine.lookahead), 1}},
       {"engine.custom_allreduce", Flag{JOB_FIELD(engine.custom_allreduce)}},
       {"engine.prefix_caching", Flag{JOB_FIELD(engine.prefix_caching)}},
@@ -89,6 +93,7 @@ const std::vector<JobKey>& job_keys() {
 }
 
 #undef JOB_FIELD
+#undef JOB_ENUM_FIELD
 
 void KeyErrors::fail(const std::string& key, const std::string& msg) const {
   auto it = override_src_.find(key);
@@ -232,16 +237,25 @@ class KeyReader {
     if (n_.Scalar().empty()) fail("'" + key_ + "' must be a non-empty string or null");
     t.field(job_) = n_.Scalar();
   }
-  void operator()(const Choice& c) const {
-    if (n_.IsNull()) return;
+  // The index of the (non-null) value among `choices`.
+  size_t choice_index(const std::vector<std::string>& choices) const {
     need_scalar("a string");
     const std::string v = n_.Scalar();
-    if (std::find(c.choices.begin(), c.choices.end(), v) == c.choices.end()) {
+    auto it = std::find(choices.begin(), choices.end(), v);
+    if (it == choices.end()) {
       std::string list;
-      for (const auto& name : c.choices) list += (list.empty() ? "" : ", ") + name;
+      for (const auto& name : choices) list += (list.empty() ? "" : ", ") + name;
       must_be("one of " + list, quote(v));
     }
-    c.field(job_) = v;
+    return static_cast<size_t>(it - choices.begin());
+  }
+  void operator()(const Choice& c) const {
+    if (n_.IsNull()) return;
+    c.field(job_) = c.choices[choice_index(c.choices)];
+  }
+  void operator()(const EnumChoice& c) const {
+    if (n_.IsNull()) return;
+    c.set(job_, choice_index(c.choices));
   }
   void operator()(const Integer& i) const {
     if (n_.IsNull()) return;
@@ -364,6 +378,7 @@ class ValueEmitter {
       e_ << YAML::Null;
   }
   void operator()(const Choice& c) const { e_ << c.field(job_); }
+  void operator()(const EnumChoice& c) const { e_ << c.choices.at(c.get(job_)); }
   void operator()(const Integer& i) const { e_ << i.field(job_); }
   void operator()(const Unsigned& u) const { e_ << u.field(job_); }
   void operator()(const Number& r) const { e_ << format_double(r.field(job_)); }

@@ -45,6 +45,11 @@ struct Choice {  // one of a fixed set of names
   std::string& (*field)(JobSpec&);
   std::vector<std::string> choices;
 };
+struct EnumChoice {  // one of a fixed set of names, held as an enum whose values count from 0 in that order
+  std::vector<std::string> choices;
+  size_t (*get)(const JobSpec&);
+  void (*set)(JobSpec&, size_t index);
+};
 struct Integer {  // an int64 >= min (and <= max when given)
   int64_t& (*field)(JobSpec&);
   int64_t min;
@@ -72,7 +77,7 @@ struct TokenIds {  // a token id or a list of them, each in [0, 2^31)
   std::vector<int32_t>& (*field)(JobSpec&);
 };
 
-using Value = std::variant<Text, OptionalText, Choice, Integer, Unsigned, Number, FiniteNumber, Flag, StopStrings, TokenIds>;
+using Value = std::variant<Text, OptionalText, Choice, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag, StopStrings, TokenIds>;
 
 }  // namespace job_key
 

@@ -10,6 +10,12 @@
 
 namespace tpbatch {
 
+// The choices that the engine branches on, as enums; the job file spells them as in the comments
+// (the names live in the key table, src/job/job_keys.cpp).
+enum class OnBadLine { kRecord, kFail };                  // record | fail
+enum class ScoreTokenization { kJoint, kSeparate };       // joint | separate
+enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_first
+
 struct ParallelSpec {
   int64_t tensor = 1;
   int64_t pipeline = 1;
@@ -22,9 +28,9 @@ struct InputSpec {
   std::optional<std::string> tokens_field;
   std::string id_field = "id";
   std::string completion_field = "completion";
-  std::string on_bad_line = "record";  // record | fail
+  OnBadLine on_bad_line = OnBadLine::kRecord;
   std::string unknown_keys = "error";  // error (an error row naming the key) | ignore
-  std::string score_tokenization = "joint";  // joint (lm-eval: encode prompt + completion) | separate
+  ScoreTokenization score_tokenization = ScoreTokenization::kJoint;  // joint: lm-eval's, encode prompt + completion
   std::string truncate = "error";      // prompts longer than the context: error (an error row) | left (keep the last tokens)
 };
 
@@ -49,15 +55,12 @@ struct EngineSpec {
   int64_t block_size = 16;             // KV cache block, in tokens
   int64_t threads = 0;                 // BLAS threads per rank; 0 = cores / ranks on the node
   double progress_interval = 10.0;     // seconds between progress lines when not on a terminal
-  std::string admission = "fifo";      // fifo | longest_first: admission order within the look-ahead window
+  AdmissionPolicy admission = AdmissionPolicy::kFifo;  // admission order within the look-ahead window
   int64_t lookahead = 64;              // rows a replica reads ahead of what it runs
   bool custom_allreduce = true;        // use the custom intra-node all-reduce when available
   bool prefix_caching = true;          // share cached KV blocks of equal prompt prefixes within a replica
   double watchdog_seconds = 300.0;     // a rank silent this long ends the job; 0 = off
 };
-
-// The accepted values of engine.admission.
-inline constexpr const char* kAdmissionPolicies[] = {"fifo", "longest_first"};
 
 struct JobSpec {
   std::string model;                   // resolved model folder

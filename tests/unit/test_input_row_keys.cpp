@@ -134,11 +134,11 @@ TEST(InputRowKeys, JobKeysForRowHandling) {
   const std::string base = "model: m\ninput:\n  path: in.jsonl\n";
   JobSpec d = parse_job(base, {}, t.dir);
   EXPECT_EQ(d.input.unknown_keys, "error");
-  EXPECT_EQ(d.input.score_tokenization, "joint");
+  EXPECT_EQ(d.input.score_tokenization, ScoreTokenization::kJoint);
   EXPECT_TRUE(d.chat_template.empty());
   JobSpec j = parse_job(base + "  unknown_keys: ignore\n  score_tokenization: separate\nchat_template: t.jinja\n", {}, t.dir);
   EXPECT_EQ(j.input.unknown_keys, "ignore");
-  EXPECT_EQ(j.input.score_tokenization, "separate");
+  EXPECT_EQ(j.input.score_tokenization, ScoreTokenization::kSeparate);
   EXPECT_EQ(j.chat_template, (t.dir / "t.jinja").string());
   // The effective job keeps them (and parses back to the same job).
   EXPECT_EQ(parse_job(j.effective_yaml, {}, t.dir).effective_yaml, j.effective_yaml);

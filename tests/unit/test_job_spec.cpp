@@ -61,7 +61,7 @@ TEST_F(JobSpecTest, DefaultsEqualContract) {
   EXPECT_FALSE(j.input.tokens_field.has_value());
   EXPECT_EQ(j.input.id_field, "id");
   EXPECT_EQ(j.input.completion_field, "completion");
-  EXPECT_EQ(j.input.on_bad_line, "record");
+  EXPECT_EQ(j.input.on_bad_line, OnBadLine::kRecord);
   EXPECT_EQ(j.task, "generate");
   EXPECT_EQ(j.sampling.max_new_tokens, 128);
   EXPECT_EQ(j.sampling.temperature, 0.0);
@@ -84,7 +84,7 @@ TEST_F(JobSpecTest, EngineExtraKeysHaveDefaults) {
   EXPECT_EQ(j.engine.block_size, 16);
   EXPECT_EQ(j.engine.threads, 0);
   EXPECT_EQ(j.engine.progress_interval, 10.0);
-  EXPECT_EQ(j.engine.admission, "fifo");
+  EXPECT_EQ(j.engine.admission, AdmissionPolicy::kFifo);
   EXPECT_EQ(j.engine.lookahead, 64);
   EXPECT_TRUE(j.engine.custom_allreduce);
   EXPECT_EQ(j.engine.watchdog_seconds, 300.0);
