@@ -184,7 +184,7 @@ t yaml_unknown_section_key 2 "unknown key 'enigne'.*did you mean 'engine'" 'add 
 t yaml_typo_nested_key 2 "unknown key 'sampling\.max_new_token'.*did you mean 'sampling\.max_new_tokens'" \
   'job "model: m" "input:" "  path: in.jsonl" "sampling:" "  max_new_token: 4"'
 t yaml_wrong_type 2 "'parallel\.tensor' must be a positive integer, got \"two\"" 'add "parallel:" "  tensor: two"'
-t yaml_bad_enum 2 "'task' must be one of generate, score, got \"translate\"" 'add "task: translate"'
+t yaml_bad_enum 2 "'task' must be one of generate, score, embed, got \"translate\"" 'add "task: translate"'
 t yaml_bad_enum_nested 2 "'input\.on_bad_line' must be one of record, fail" \
   'job "model: m" "input:" "  path: in.jsonl" "  on_bad_line: skip"'
 t yaml_negative_number 2 "'engine\.max_seqs' must be a positive integer, got -1" 'add "engine:" "  max_seqs: -1"'
