@@ -216,7 +216,7 @@ json openai_embedding_request_to_row(const json& req, const JobSpec& job, LineCo
     } else if (k == "encoding_format") {
       if (!(v.is_string() && v.get<std::string>() == "float"))
         ctx.bad("'body.encoding_format' must be \"float\" (embeddings are stored as float32)");
-    } else if (in.unknown_keys == "error") {
+    } else if (in.unknown_keys == UnknownKeys::kError) {
       ctx.bad("unknown key 'body." + k + "' (this engine reads body.input and body.encoding_format of an "
               "embeddings request; input.unknown_keys: ignore skips the others)");
     }
@@ -227,7 +227,7 @@ json openai_embedding_request_to_row(const json& req, const JobSpec& job, LineCo
 
 json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
   const InputSpec& in = job.input;
-  const bool strict = in.unknown_keys == "error";
+  const bool strict = in.unknown_keys == UnknownKeys::kError;
   auto cid = req.find("custom_id");
   if (!cid->is_string()) ctx.bad("'custom_id' must be a string");
   ctx.id = cid->get<std::string>();
@@ -441,7 +441,7 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
     }
   }
 
-  if (in.unknown_keys == "error") check_known_keys(obj, job, ctx);
+  if (in.unknown_keys == UnknownKeys::kError) check_known_keys(obj, job, ctx);
 
   row.sampling = job.sampling;
   apply_overrides(obj, ctx, row.sampling);

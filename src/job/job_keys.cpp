@@ -43,7 +43,7 @@ const std::vector<JobKey>& job_keys() {
       {"input.id_field", Text{JOB_FIELD(input.id_field), TextRule::kNonEmpty}},
       {"input.completion_field", Text{JOB_FIELD(input.completion_field), TextRule::kNonEmpty}},
       {"input.on_bad_line", EnumChoice{{"record", "fail"}, JOB_ENUM_FIELD(input.on_bad_line, OnBadLine)}},
-      {"input.unknown_keys", Choice{JOB_FIELD(input.unknown_keys), {"error", "ignore"}}},
+      {"input.unknown_keys", EnumChoice{{"error", "ignore"}, JOB_ENUM_FIELD(input.unknown_keys, UnknownKeys)}},
       {"input.score_tokenization",
        EnumChoice{{"joint", "separate"}, JOB_ENUM_FIELD(input.score_tokenization, ScoreTokenization)}},
       // Emitted only when not the default: files written before the key existed still resume.

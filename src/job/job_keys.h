@@ -77,7 +77,8 @@ struct TokenIds {  // a token id or a list of them, each in [0, 2^31)
   std::vector<int32_t>& (*field)(JobSpec&);
 };
 
-using Value = std::variant<Text, OptionalText, Choice, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag, StopStrings, TokenIds>;
+using Value = std::variant<Text, OptionalText, Choice, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag,
+                           StopStrings, TokenIds>;
 
 }  // namespace job_key
 

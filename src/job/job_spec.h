@@ -13,6 +13,7 @@ namespace tpbatch {
 // The choices that the engine branches on, as enums; the job file spells them as in the comments
 // (the names live in the key table, src/job/job_keys.cpp).
 enum class OnBadLine { kRecord, kFail };                  // record | fail
+enum class UnknownKeys { kError, kIgnore };               // error (an error row naming the key) | ignore
 enum class ScoreTokenization { kJoint, kSeparate };       // joint | separate
 enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_first
 
@@ -29,7 +30,7 @@ struct InputSpec {
   std::string id_field = "id";
   std::string completion_field = "completion";
   OnBadLine on_bad_line = OnBadLine::kRecord;
-  std::string unknown_keys = "error";  // error (an error row naming the key) | ignore
+  UnknownKeys unknown_keys = UnknownKeys::kError;
   ScoreTokenization score_tokenization = ScoreTokenization::kJoint;  // joint: lm-eval's, encode prompt + completion
   std::string truncate = "error";      // prompts longer than the context: error (an error row) | left (keep the last tokens)
 };

@@ -15,7 +15,7 @@ using namespace tpbatch;
 
 namespace {
 
-JobSpec job(const std::string& task = "generate", const std::string& unknown = "error") {
+JobSpec job(const std::string& task = "generate", UnknownKeys unknown = UnknownKeys::kError) {
   JobSpec j;
   j.task = task;
   j.input.unknown_keys = unknown;
@@ -44,7 +44,7 @@ TEST(InputRowKeys, UnknownKeyIsAnErrorNamingIt) {
 }
 
 TEST(InputRowKeys, UnknownKeyIgnoredOnlyWhenAsked) {
-  InputRow r = parse_input_row(R"({"prompt": "x", "presence_penalty": 1.5, "n": 3})", 0, job("generate", "ignore"), 512);
+  InputRow r = parse_input_row(R"({"prompt": "x", "presence_penalty": 1.5, "n": 3})", 0, job("generate", UnknownKeys::kIgnore), 512);
   EXPECT_EQ(r.text.value(), "x");
 }
 
@@ -133,11 +133,11 @@ TEST(InputRowKeys, JobKeysForRowHandling) {
   TempJobDir t;
   const std::string base = "model: m\ninput:\n  path: in.jsonl\n";
   JobSpec d = parse_job(base, {}, t.dir);
-  EXPECT_EQ(d.input.unknown_keys, "error");
+  EXPECT_EQ(d.input.unknown_keys, UnknownKeys::kError);
   EXPECT_EQ(d.input.score_tokenization, ScoreTokenization::kJoint);
   EXPECT_TRUE(d.chat_template.empty());
   JobSpec j = parse_job(base + "  unknown_keys: ignore\n  score_tokenization: separate\nchat_template: t.jinja\n", {}, t.dir);
-  EXPECT_EQ(j.input.unknown_keys, "ignore");
+  EXPECT_EQ(j.input.unknown_keys, UnknownKeys::kIgnore);
   EXPECT_EQ(j.input.score_tokenization, ScoreTokenization::kSeparate);
   EXPECT_EQ(j.chat_template, (t.dir / "t.jinja").string());
   // The effective job keeps them (and parses back to the same job).
@@ -183,5 +183,5 @@ TEST(InputRowKeys, OpenAiBatchRequestsMapToRows) {
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x"}})", job("score")),
             "input line 7: OpenAI batch requests need task: generate");
   EXPECT_NO_THROW(parse_input_row(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})",
-                                  0, job("generate", "ignore"), 512));
+                                  0, job("generate", UnknownKeys::kIgnore), 512));
 }
