@@ -71,6 +71,237 @@ int blas_threads(const JobSpec& job, const Topology& topo) {
   return std::max(1, cores / topo.local_size);
 }
 
+// One rank's job, filled in by run_job's steps in order. The members are in the order the steps
+// make them, so they are destroyed in reverse (the writer after the runner, the topology last).
+struct RankJob {
+  int world_rank = 0, world_size = 1;
+  bool log = false;  // rank 0 writes the start-up and summary lines
+  JobSpec job;
+  ModelConfig cfg;
+  Topology topo;
+  std::string model_fp;  // every rank must run the same job on the same model
+  std::unique_ptr<ResultWriter> writer;  // rank 0's
+  int64_t num_rows = 0;                  // known on rank 0
+  ComputePlane plane;
+  std::optional<ModelRunner> runner;
+  std::unique_ptr<Tokenizer> tokenizer;  // replica leaders'
+};
+
+// Steps returning int give collective_check's code: 0, or the exit code every rank ends with.
+
+// Job spec and model config, checked on every rank before any weight is read; then the job and
+// the model's fingerprint agreed by all ranks.
+int read_and_agree_on_job(RankJob& r, const std::string& job_path, const std::vector<std::string>& sets,
+                          Liveness& liveness) {
+  int code = collective_check([&] {
+    r.job = load_job(job_path, sets);
+    r.cfg = load_model_config(r.job.model);
+  });
+  if (code) return code;
+  liveness.set_timeout(r.job.engine.watchdog_seconds);
+  maybe_stop_for_test("start-up", r.world_rank);
+  code = collective_check([&] { r.model_fp = model_fingerprint(r.job.model); });
+  if (code) return code;
+  return check_ranks_agree(r.job.effective_yaml, r.model_fp);
+}
+
+int build_layout(RankJob& r) {
+  const int code = collective_check([&] { r.topo = build_topology(r.job.parallel, r.cfg); });
+  if (code) return code;
+  if (r.log)
+    std::fprintf(stderr, "[tpbatch] %s %s; model %s\n", version(), r.topo.describe().c_str(), r.job.model.c_str());
+  return 0;
+}
+
+// The results file (rank 0 writes it): if_exists is honoured before loading the model.
+int open_results(RankJob& r) {
+  const JobSpec& job = r.job;
+  const ModelConfig& cfg = r.cfg;
+  const Topology& topo = r.topo;
+  return collective_check([&] {
+    if (r.world_rank != 0) return;
+    const InputSnapshot input = snapshot_input(job.input.path);
+    r.num_rows = input.rows;
+    RunInfo info{job.model, job.task, job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
+                 topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
+    if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
+    info.truncated_tokens = job.input.truncate == "left";
+    r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
+  });
+}
+
+// The CPU threads, and the backend with its tensor- and pipeline-parallel communicators.
+int make_backend(RankJob& r) {
+  openblas_set_num_threads(blas_threads(r.job, r.topo));
+  omp_set_num_threads(blas_threads(r.job, r.topo));  // the CPU backend's own loops (attention)
+  const int code = collective_check([&] { r.plane = make_compute_plane(r.job, r.topo); });
+  if (code) return code;
+  if (r.log) std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", r.plane.backend->name().c_str(), r.plane.reason.c_str());
+  return 0;
+}
+
+// The checkpoint's values and coverage, checked on its own: a rank failing inside the loading
+// step would leave its peers in the step's own collectives.
+int check_checkpoint(const RankJob& r) {
+  return collective_check([&] {
+    const WeightStore weights = WeightStore::open(r.job.model);
+    check_weights_finite(weights, r.world_rank, r.world_size);
+    const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, r.cfg), r.cfg);
+    if (r.log && !unused.empty()) std::fprintf(stderr, "[tpbatch] warning: %s\n", unused.c_str());
+  });
+}
+
+// This rank's shard of the weights and its KV cache, and the tokenizer on replica leaders.
+int load_shard(RankJob& r) {
+  const JobSpec& job = r.job;
+  const ModelConfig& cfg = r.cfg;
+  const Topology& topo = r.topo;
+  Backend& backend = *r.plane.backend;
+  return collective_check([&] {
+    WeightStore weights = WeightStore::open(job.model);
+    const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
+    ShardPlacement place;
+    place.tensor = topo.layout.tensor;
+    place.tp_rank = topo.coords.tp;
+    place.layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
+    place.has_embedding = topo.coords.pp == 0;
+    place.has_lm_head = topo.coords.pp == topo.layout.pipeline - 1;
+    LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
+    weights.drop_page_cache();
+    KvLayout kv;
+    kv.dtype = kv_cache_dtype(job, backend);
+    kv.block_size = job.engine.block_size;
+    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane.device < 0);
+    r.runner.emplace(std::move(shard), backend, *r.plane.tp, kv);
+    if (topo.is_replica_leader()) r.tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
+  });
+}
+
+// The weights' and KV cache's sizes, on rank 0 (every rank takes part in the reductions).
+void report_memory(const RankJob& r) {
+  const ModelConfig& cfg = r.cfg;
+  const Topology& topo = r.topo;
+  const ModelRunner& runner = *r.runner;
+  double mine = static_cast<double>(runner.shard().weight_bytes()), most = 0, least = 0;
+  MPI_Reduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+  if (!r.log) return;
+  const KvLayout& kv = runner.kv_layout();
+  const int64_t kv_tokens = kv.num_blocks * kv.block_size;
+  std::fprintf(stderr,
+               "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0\n",
+               most / (1 << 20), least / (1 << 20), r.plane.backend->name().c_str(),
+               dtype_name(runner.shard().weight_dtype), resident_mib());
+  std::fprintf(stderr,
+               "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
+               "for %lld-token rows\n",
+               static_cast<long long>(kv_tokens),
+               static_cast<long long>(ModelRunner::kv_bytes_per_token(
+                   cfg, topo.layout.tensor, layers_of_stage(cfg.num_layers, topo.layout.pipeline, 0).size(), kv.dtype)),
+               dtype_name(kv.dtype),
+               static_cast<double>(kv_tokens) / static_cast<double>(cfg.max_position_embeddings),
+               static_cast<long long>(cfg.max_position_embeddings));
+  std::fflush(stderr);
+}
+
+// Replica 0's steps and its leader's tensor-parallel collectives; the allreduce cost per step
+// against the alpha-beta model T = alpha + 2(t-1)/t * S / B.
+void report_replica_zero(const RankJob& r, const ReplicaStats& stats) {
+  const Topology& topo = r.topo;
+  const ComputePlane& plane = r.plane;
+  std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld\n",
+               static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
+               static_cast<long long>(stats.prefix_cache_hit_tokens));
+  for (const auto& [name, st] : plane.tp->stats())
+    std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
+                 name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
+                 stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
+  if (topo.layout.tensor > 1 && stats.steps > 0 && plane.tp->stats().count("allreduce")) {
+    const CollectiveStats& ar = plane.tp->stats().at("allreduce");
+    const double t = topo.layout.tensor, steps = static_cast<double>(stats.steps);
+    const double model_s = ar.calls * kCpuAlphaUs * 1e-6 + 2 * (t - 1) / t * ar.bytes / (kCpuBusBandwidthGBs * 1e9);
+    std::fprintf(stderr,
+                 "[tpbatch] allreduce per step: %.1f calls, %.3f ms = %.1f%% of the step (%.3f ms); alpha-beta model "
+                 "(alpha %.1f us, B %.1f GB/s): %.3f ms\n",
+                 ar.calls / steps, ar.seconds / steps * 1e3, 100.0 * ar.seconds / std::max(1e-12, stats.step_seconds),
+                 stats.step_seconds / steps * 1e3, kCpuAlphaUs, kCpuBusBandwidthGBs, model_s / steps * 1e3);
+  }
+}
+
+// Rank 0: replica 0's leader and the dispatcher of every replica's rows, then the results file
+// finished. Returns the job's exit code: never 0 with rows missing.
+int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
+  const JobSpec& job = r.job;
+  ResultWriter& writer = *r.writer;
+  std::vector<uint8_t> done = writer.done_rows();
+  int64_t already = 0;
+  for (uint8_t d : done) already += d;
+  Progress progress(r.num_rows, already, job.engine.progress_interval, stderr);
+  RowDispatcher dispatcher(job.input.path, done, writer, progress, control, r.topo.layout.data() - 1);
+  auto source = make_local_work_source(dispatcher);
+  stats = run_replica_leader(job, *r.tokenizer, *r.runner, r.topo, *r.plane.pp, *source);
+  report_replica_zero(r, stats);
+  while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
+  progress.print_final();
+  writer.finish(progress.metrics());
+  int exit_code = kExitOk;
+  const std::string missing = describe_missing_rows(writer.done_rows());
+  if (!missing.empty() && !stop_requested()) {  // never exit 0 with rows missing
+    std::fprintf(stderr, "tpbatch: error: the job ended with %s; rerun the same job (output.if_exists: resume) "
+                 "to compute them\n", missing.c_str());
+    exit_code = kExitFailure;
+  }
+  if (stop_requested()) {
+    std::fprintf(stderr, "[tpbatch] interrupted by a signal: finished rows are saved in %s; rerun the same job "
+                 "(output.if_exists: resume) to compute the rest\n", job.output.path.c_str());
+    exit_code = kExitFailure;
+  }
+  return exit_code;
+}
+
+// Every rank's part of the run: rank 0 as above, other replicas' leaders asking it for rows, the
+// rest following their leader. From here on a failure on any rank aborts every rank (no rank may hang).
+int run_rows(RankJob& r, ReplicaStats& stats) {
+  int exit_code = kExitOk;
+  try {
+    MPI_Comm control;
+    MPI_Comm_dup(MPI_COMM_WORLD, &control);
+    maybe_stop_for_test("run", r.world_rank);
+    if (r.world_rank == 0) {
+      exit_code = run_rank_zero(r, control, stats);
+    } else if (r.topo.is_replica_leader()) {
+      auto source = make_remote_work_source(control);
+      stats = run_replica_leader(r.job, *r.tokenizer, *r.runner, r.topo, *r.plane.pp, *source);
+    } else {
+      stats = run_replica_worker(*r.runner, r.topo, *r.plane.pp);
+    }
+    MPI_Comm_free(&control);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", r.world_rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", r.world_rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+  }
+  return exit_code;
+}
+
+// Pipeline busy fraction per stage of replica 0: how much of the run each stage computed.
+void report_pipeline_busy(const RankJob& r, const ReplicaStats& stats) {
+  const Topology& topo = r.topo;
+  if (topo.layout.pipeline <= 1) return;
+  std::vector<double> busy(static_cast<size_t>(r.world_size));
+  const double mine = stats.busy_fraction();
+  MPI_Gather(&mine, 1, MPI_DOUBLE, busy.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (!r.log) return;
+  std::fprintf(stderr, "[tpbatch] pipeline busy fraction per stage (replica 0):");
+  for (int p = 0; p < topo.layout.pipeline; ++p)
+    std::fprintf(stderr, " stage %d %.2f", p, busy[static_cast<size_t>(world_rank_of(topo.layout, RankCoords{0, p, 0}))]);
+  std::fprintf(stderr, "\n");
+}
+
 }  // namespace
 
 int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
@@ -86,185 +317,29 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
     MPI_Finalize();
     return code;
   };
+  RankJob r;  // after liveness, as the objects it holds always were: destroyed before it
+  r.world_rank = world_rank;
+  r.world_size = world_size;
+  r.log = world_rank == 0;
 
-  // 1. Job spec, model config and layout: checked on every rank before any weight is read.
-  JobSpec job;
-  ModelConfig cfg;
-  Topology topo;
-  int code = collective_check([&] {
-    job = load_job(job_path, sets);
-    cfg = load_model_config(job.model);
-  });
-  if (code) return finish(code);
-  liveness.set_timeout(job.engine.watchdog_seconds);
-  maybe_stop_for_test("start-up", world_rank);
-  std::string model_fp;  // every rank must run the same job on the same model
-  code = collective_check([&] { model_fp = model_fingerprint(job.model); });
-  if (code) return finish(code);
-  code = check_ranks_agree(job.effective_yaml, model_fp);
-  if (code) return finish(code);
-  code = collective_check([&] { topo = build_topology(job.parallel, cfg); });
-  if (code) return finish(code);
-  const bool log = world_rank == 0;
-  if (log) std::fprintf(stderr, "[tpbatch] %s %s; model %s\n", version(), topo.describe().c_str(), job.model.c_str());
-
-  // 2. The results file (rank 0 writes it): if_exists is honoured before loading the model.
-  std::unique_ptr<ResultWriter> writer;
-  int64_t num_rows = 0;
-  code = collective_check([&] {
-    if (world_rank != 0) return;
-    const InputSnapshot input = snapshot_input(job.input.path);
-    num_rows = input.rows;
-    RunInfo info{job.model, job.task, job.effective_yaml, world_size, topo.layout.tensor, topo.layout.pipeline,
-                 topo.layout.data(), num_rows, input.fingerprint, model_fp};
-    if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
-    info.truncated_tokens = job.input.truncate == "left";
-    writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
-  });
-  if (code) return finish(code);
-
-  // 3. This rank's shard of the weights, and the tokenizer.
-  openblas_set_num_threads(blas_threads(job, topo));
-  omp_set_num_threads(blas_threads(job, topo));  // the CPU backend's own loops (attention)
-  ComputePlane plane;
-  code = collective_check([&] { plane = make_compute_plane(job, topo); });
-  if (code) return finish(code);
-  Backend& backend = *plane.backend;
-  if (log) std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", backend.name().c_str(), plane.reason.c_str());
-  // The checkpoint's values and coverage, checked on its own: a rank failing inside the loading
-  // step below would leave its peers in the step's own collectives.
-  code = collective_check([&] {
-    const WeightStore weights = WeightStore::open(job.model);
-    check_weights_finite(weights, world_rank, world_size);
-    const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, cfg), cfg);
-    if (log && !unused.empty()) std::fprintf(stderr, "[tpbatch] warning: %s\n", unused.c_str());
-  });
-  if (code) return finish(code);
-  std::optional<ModelRunner> runner;
-  std::unique_ptr<Tokenizer> tokenizer;
-  code = collective_check([&] {
-    WeightStore weights = WeightStore::open(job.model);
-    const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
-    ShardPlacement place;
-    place.tensor = topo.layout.tensor;
-    place.tp_rank = topo.coords.tp;
-    place.layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
-    place.has_embedding = topo.coords.pp == 0;
-    place.has_lm_head = topo.coords.pp == topo.layout.pipeline - 1;
-    LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
-    weights.drop_page_cache();
-    KvLayout kv;
-    kv.dtype = kv_cache_dtype(job, backend);
-    kv.block_size = job.engine.block_size;
-    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, plane.device < 0);
-    runner.emplace(std::move(shard), backend, *plane.tp, kv);
-    if (topo.is_replica_leader()) tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
-  });
-  if (code) return finish(code);
-  {
-    double mine = static_cast<double>(runner->shard().weight_bytes()), most = 0, least = 0;
-    MPI_Reduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&mine, &least, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-    if (log) {
-      const KvLayout& kv = runner->kv_layout();
-      const int64_t kv_tokens = kv.num_blocks * kv.block_size;
-      std::fprintf(stderr,
-                   "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0\n",
-                   most / (1 << 20), least / (1 << 20), backend.name().c_str(), dtype_name(runner->shard().weight_dtype),
-                   resident_mib());
-      std::fprintf(stderr,
-                   "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
-                   "for %lld-token rows\n",
-                   static_cast<long long>(kv_tokens),
-                   static_cast<long long>(ModelRunner::kv_bytes_per_token(
-                       cfg, topo.layout.tensor, layers_of_stage(cfg.num_layers, topo.layout.pipeline, 0).size(), kv.dtype)),
-                   dtype_name(kv.dtype),
-                   static_cast<double>(kv_tokens) / static_cast<double>(cfg.max_position_embeddings),
-                   static_cast<long long>(cfg.max_position_embeddings));
-      std::fflush(stderr);
-    }
-  }
-
-  // 4. Run. From here on a failure on any rank aborts every rank (no rank may hang).
-  install_signal_handlers(world_rank);
+  // 1. The job, the model and the layout, agreed and checked on every rank.
+  if (int code = read_and_agree_on_job(r, job_path, sets, liveness)) return finish(code);
+  if (int code = build_layout(r)) return finish(code);
+  // 2. The results file, before the model is loaded.
+  if (int code = open_results(r)) return finish(code);
+  // 3. The backend, this rank's shard of the weights, and the tokenizer.
+  if (int code = make_backend(r)) return finish(code);
+  if (int code = check_checkpoint(r)) return finish(code);
+  if (int code = load_shard(r)) return finish(code);
+  report_memory(r);
+  // 4. Run.
+  install_signal_handlers(r.world_rank);
   ReplicaStats stats;
-  int exit_code = kExitOk;
-  try {
-    MPI_Comm control;
-    MPI_Comm_dup(MPI_COMM_WORLD, &control);
-    maybe_stop_for_test("run", world_rank);
-    const int replicas = topo.layout.data();
-    if (world_rank == 0) {
-      std::vector<uint8_t> done = writer->done_rows();
-      int64_t already = 0;
-      for (uint8_t d : done) already += d;
-      Progress progress(num_rows, already, job.engine.progress_interval, stderr);
-      RowDispatcher dispatcher(job.input.path, done, *writer, progress, control, replicas - 1);
-      auto source = make_local_work_source(dispatcher);
-      stats = run_replica_leader(job, *tokenizer, *runner, topo, *plane.pp, *source);
-      std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld\n",
-                   static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
-                   static_cast<long long>(stats.prefix_cache_hit_tokens));
-      for (const auto& [name, st] : plane.tp->stats())
-        std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
-                     name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
-                     stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
-      // Allreduce cost per step against the alpha-beta model T = alpha + 2(t-1)/t * S / B.
-      if (topo.layout.tensor > 1 && stats.steps > 0 && plane.tp->stats().count("allreduce")) {
-        const CollectiveStats& ar = plane.tp->stats().at("allreduce");
-        const double t = topo.layout.tensor, steps = static_cast<double>(stats.steps);
-        const double model_s = ar.calls * kCpuAlphaUs * 1e-6 + 2 * (t - 1) / t * ar.bytes / (kCpuBusBandwidthGBs * 1e9);
-        std::fprintf(stderr,
-                     "[tpbatch] allreduce per step: %.1f calls, %.3f ms = %.1f%% of the step (%.3f ms); alpha-beta model "
-                     "(alpha %.1f us, B %.1f GB/s): %.3f ms\n",
-                     ar.calls / steps, ar.seconds / steps * 1e3, 100.0 * ar.seconds / std::max(1e-12, stats.step_seconds),
-                     stats.step_seconds / steps * 1e3, kCpuAlphaUs, kCpuBusBandwidthGBs, model_s / steps * 1e3);
-      }
-      while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
-      progress.print_final();
-      writer->finish(progress.metrics());
-      const std::string missing = describe_missing_rows(writer->done_rows());
-      if (!missing.empty() && !stop_requested()) {  // never exit 0 with rows missing
-        std::fprintf(stderr, "tpbatch: error: the job ended with %s; rerun the same job (output.if_exists: resume) "
-                     "to compute them\n", missing.c_str());
-        exit_code = kExitFailure;
-      }
-      if (stop_requested()) {
-        std::fprintf(stderr, "[tpbatch] interrupted by a signal: finished rows are saved in %s; rerun the same job "
-                     "(output.if_exists: resume) to compute the rest\n", job.output.path.c_str());
-        exit_code = kExitFailure;
-      }
-    } else if (topo.is_replica_leader()) {
-      auto source = make_remote_work_source(control);
-      stats = run_replica_leader(job, *tokenizer, *runner, topo, *plane.pp, *source);
-    } else {
-      stats = run_replica_worker(*runner, topo, *plane.pp);
-    }
-    MPI_Comm_free(&control);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", world_rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", world_rank, e.what());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, kExitFailure);
-  }
-  // Pipeline busy fraction per stage of replica 0: how much of the run each stage computed.
-  if (topo.layout.pipeline > 1) {
-    std::vector<double> busy(static_cast<size_t>(world_size));
-    const double mine = stats.busy_fraction();
-    MPI_Gather(&mine, 1, MPI_DOUBLE, busy.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (log) {
-      std::fprintf(stderr, "[tpbatch] pipeline busy fraction per stage (replica 0):");
-      for (int p = 0; p < topo.layout.pipeline; ++p)
-        std::fprintf(stderr, " stage %d %.2f", p, busy[static_cast<size_t>(world_rank_of(topo.layout, RankCoords{0, p, 0}))]);
-      std::fprintf(stderr, "\n");
-    }
-  }
-  runner.reset();
-  plane = ComputePlane{};  // before the MPI communicators it runs over
-  topo = Topology{};
+  const int exit_code = run_rows(r, stats);
+  report_pipeline_busy(r, stats);
+  r.runner.reset();
+  r.plane = ComputePlane{};  // before the MPI communicators it runs over
+  r.topo = Topology{};
   return finish(exit_code);
 }
 
