@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # A real single-node Slurm (munge + slurmctld + slurmd as root, all state under $WORK) runs
 # stories260K greedy jobs through the templates in slurm/ and through a bare srun:
-#   (a) sbatch slurm/cpu_partition.sbatch, LAUNCH=mpirun  (2 ranks; every rank sees SLURM_PROCID=0)
+#   (0) a template whose shared launcher (slurm/launch.sh) is not found fails with exit 2, naming it
+#   (a) sbatch slurm/cpu_partition.sbatch, LAUNCH=mpirun  (2 ranks; every rank sees SLURM_PROCID=0),
+#       submitted from the checkout (the launcher found from SLURM_SUBMIT_DIR)
 #   (b) srun --mpi=pmix --overcommit -n 2 tpbatch          (TP=2, no batch script)
 #   (c) sbatch slurm/one_node_tp4x2.sbatch, LAUNCH=mpirun (8 ranks, TP=4 x 2 replicas, on CPU)
 #   (d) sbatch slurm/cpu_partition.sbatch, LAUNCH=srun (srun --mpi=pmix inside), stopped by TERM as
 #       at the time limit: it requeues itself and the second run resumes the file
+# (c) and (d) are submitted from elsewhere and find the launcher through TPBATCH_HOME.
 # Each results file must match the independent reference token for token and carry the
 # world_size the launcher gave it (so rank identity came from MPI, not from SLURM_PROCID).
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -16,8 +19,10 @@ done
 [ "$(id -u)" = 0 ] || { echo "SKIP: a private slurmd must run as root"; exit 77; }
 E2E="$HERE/../e2e"
 SLURM_DIR=$(cd "$HERE/../../slurm" && pwd)
+REPO=$(dirname "$SLURM_DIR")
 # A CI job may itself run under Slurm: none of that may leak into the private cluster.
 for v in $(compgen -e | grep -E '^(SLURM_|SBATCH_|SRUN_|SALLOC_|PMIX_|PMI_)' || true); do unset "$v"; done
+unset TPBATCH_HOME   # (a) finds the launcher from SLURM_SUBMIT_DIR; (c), (d) set it
 
 pids=()
 cleanup() {
@@ -153,8 +158,23 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # CPU-sized overrides for the templates (2 cores here; --overcommit lets 8 ranks share them).
 SMALL=(-p debug -t 10 --cpus-per-task=1 --overcommit -D "$WORK")
 
-echo "== [${SECONDS}s] (a) sbatch slurm/cpu_partition.sbatch, LAUNCH=mpirun, 2 ranks"
-id=$(LAUNCH=mpirun sbatch --parsable "${SMALL[@]}" --ntasks-per-node=2 -o "$WORK/a.log" \
+echo "== [${SECONDS}s] (0) the launcher not found: exit 2 naming where it looked"
+# sbatch runs a spooled copy of the template: it must not fall back to a launcher next to $0.
+id=$(TPBATCH_HOME="$WORK/nowhere" sbatch --parsable "${SMALL[@]}" --ntasks-per-node=1 -o "$WORK/0.log" \
+  "$SLURM_DIR/cpu_partition.sbatch" "$WORK/job.yaml")
+s=
+for _ in $(seq 560); do
+  s=$(job_field "$id" JobState)
+  case $s in PENDING | CONFIGURING | RUNNING | COMPLETING | "") sleep 0.5 ;; *) break ;; esac
+done
+[ "$s" = FAILED ] && [ "$(job_field "$id" ExitCode)" = 2:0 ] ||
+  die "job $id without a launcher ended $s (exit $(job_field "$id" ExitCode)), want FAILED 2:0"
+want="cpu_partition.sbatch: no $WORK/nowhere/slurm/launch.sh (submit from the tpbatch checkout, or set TPBATCH_HOME to it)"
+grep -qxF "$want" "$WORK/0.log" || die "job $id log lacks '$want': $(cat "$WORK/0.log")"
+grep -q '^tpbatch: ' "$WORK/0.log" && die "job $id started tpbatch without a launcher"
+
+echo "== [${SECONDS}s] (a) sbatch slurm/cpu_partition.sbatch, LAUNCH=mpirun, 2 ranks, from the checkout"
+id=$(cd "$REPO" && LAUNCH=mpirun sbatch --parsable "${SMALL[@]}" --ntasks-per-node=2 -o "$WORK/a.log" \
   "$SLURM_DIR/cpu_partition.sbatch" "$WORK/job.yaml" --set output.path="$WORK/a.h5")
 wait_job "$id"
 check "$WORK/a.h5" 2 1
@@ -165,7 +185,7 @@ timeout 120 srun --mpi=pmix --overcommit -n 2 -t 10 -D "$WORK" "$TPBATCH" "$WORK
 check "$WORK/b.h5" 2 2
 
 echo "== [${SECONDS}s] (c) sbatch slurm/one_node_tp4x2.sbatch, LAUNCH=mpirun, 8 ranks TP=4 x 2"
-id=$(LAUNCH=mpirun sbatch --parsable "${SMALL[@]}" --gpus-per-node=0 -o "$WORK/c.log" \
+id=$(TPBATCH_HOME="$REPO" LAUNCH=mpirun sbatch --parsable "${SMALL[@]}" --gpus-per-node=0 -o "$WORK/c.log" \
   "$SLURM_DIR/one_node_tp4x2.sbatch" "$WORK/job.yaml" --set output.path="$WORK/c.h5")
 wait_job "$id"
 check "$WORK/c.h5" 8 4
@@ -178,7 +198,7 @@ rows = [json.loads(l) for l in open('$E2E/prompts_mixed.jsonl')]
 with open('$WORK/big.jsonl', 'w') as f:
     for k in range(100):
         for r in rows: f.write(json.dumps(dict(r, id='%s-%d' % (r['id'], k))) + '\n')"
-id=$(LAUNCH=srun sbatch --parsable "${SMALL[@]}" --ntasks-per-node=2 -o "$WORK/d.log" \
+id=$(TPBATCH_HOME="$REPO" LAUNCH=srun sbatch --parsable "${SMALL[@]}" --ntasks-per-node=2 -o "$WORK/d.log" \
   "$SLURM_DIR/cpu_partition.sbatch" "$WORK/job.yaml" --set input.path="$WORK/big.jsonl" \
   --set output.path="$WORK/d.h5" --set engine.progress_interval=0.5)
 # TERM once rows are done and flushed (the writer flushes every 5 s), or half the rows are done.
