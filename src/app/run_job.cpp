@@ -125,7 +125,7 @@ int open_results(RankJob& r) {
     RunInfo info{job.model, job.task, job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
     if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
-    info.truncated_tokens = job.input.truncate == "left";
+    info.truncated_tokens = job.input.truncate == Truncate::kLeft;
     r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
   });
 }

@@ -210,7 +210,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
       }
   s->prompt_len = static_cast<int64_t>(s->tokens.size());
   const int64_t max_pos = cfg_.max_position_embeddings;
-  const bool truncate_left = job_.input.truncate == "left";
+  const bool truncate_left = job_.input.truncate == Truncate::kLeft;
   if (job_.task == "embed") {  // prefill only: the pooled final hidden state
     s->embedding = true;
     s->pooling = parse_pooling(job_.embed.pooling);

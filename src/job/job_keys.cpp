@@ -47,8 +47,8 @@ const std::vector<JobKey>& job_keys() {
       {"input.score_tokenization",
        EnumChoice{{"joint", "separate"}, JOB_ENUM_FIELD(input.score_tokenization, ScoreTokenization)}},
       // Emitted only when not the default: files written before the key existed still resume.
-      {"input.truncate", Choice{JOB_FIELD(input.truncate), {"error", "left"}},
-       [](const JobSpec& j) { return j.input.truncate != "error"; }},
+      {"input.truncate", EnumChoice{{"error", "left"}, JOB_ENUM_FIELD(input.truncate, Truncate)},
+       [](const JobSpec& j) { return j.input.truncate != Truncate::kError; }},
 
       {"task", Choice{JOB_FIELD(task), {"generate", "score", "embed"}}},
       {"embed.pooling", Choice{JOB_FIELD(embed.pooling), {"last", "mean", "cls"}}, is_embed},

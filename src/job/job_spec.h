@@ -16,6 +16,7 @@ enum class OnBadLine { kRecord, kFail };                  // record | fail
 enum class UnknownKeys { kError, kIgnore };               // error (an error row naming the key) | ignore
 enum class ScoreTokenization { kJoint, kSeparate };       // joint | separate
 enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_first
+enum class Truncate { kError, kLeft };                    // error | left
 
 struct ParallelSpec {
   int64_t tensor = 1;
@@ -32,7 +33,7 @@ struct InputSpec {
   OnBadLine on_bad_line = OnBadLine::kRecord;
   UnknownKeys unknown_keys = UnknownKeys::kError;
   ScoreTokenization score_tokenization = ScoreTokenization::kJoint;  // joint: lm-eval's, encode prompt + completion
-  std::string truncate = "error";      // prompts longer than the context: error (an error row) | left (keep the last tokens)
+  Truncate truncate = Truncate::kError;  // prompts longer than the context: error (an error row) | left (keep the last tokens)
 };
 
 // task: embed (issue 13 item 4): the final-normed hidden states of the prompt, pooled.

@@ -315,11 +315,11 @@ TEST(EmbeddingJobKeys, EmbedSectionAndTruncate) {
   EXPECT_EQ(j.embed.pooling, "mean");
   EXPECT_FALSE(j.embed.normalize);
   EXPECT_NE(j.effective_yaml.find("pooling: mean"), std::string::npos) << j.effective_yaml;
-  EXPECT_EQ(j.input.truncate, "error");
+  EXPECT_EQ(j.input.truncate, Truncate::kError);
   const JobSpec d = parse_job(base + "task: embed\n", {"input.truncate=left"}, dir);
   EXPECT_EQ(d.embed.pooling, "last");
   EXPECT_TRUE(d.embed.normalize);
-  EXPECT_EQ(d.input.truncate, "left");
+  EXPECT_EQ(d.input.truncate, Truncate::kLeft);
   // Other tasks' effective job is as before the keys existed (their files still resume).
   const JobSpec g = parse_job(base, {}, dir);
   EXPECT_EQ(g.effective_yaml.find("embed:"), std::string::npos);
