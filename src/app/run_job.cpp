@@ -160,12 +160,7 @@ int load_shard(RankJob& r) {
   return collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
     const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
-    ShardPlacement place;
-    place.tensor = topo.layout.tensor;
-    place.tp_rank = topo.coords.tp;
-    place.layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
-    place.has_embedding = topo.coords.pp == 0;
-    place.has_lm_head = topo.coords.pp == topo.layout.pipeline - 1;
+    const ShardPlacement place = shard_placement(cfg, topo.layout, topo.coords.pp, topo.coords.tp);
     LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
     weights.drop_page_cache();
     KvLayout kv;

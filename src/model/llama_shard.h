@@ -14,17 +14,10 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/shard_placement.h"
 #include "topology/layout.h"
 
 namespace tpbatch {
-
-struct ShardPlacement {
-  int tensor = 1;       // TP degree
-  int tp_rank = 0;
-  Range layers;         // this pipeline stage's layers
-  bool has_embedding = true;   // first stage
-  bool has_lm_head = true;     // last stage
-};
 
 // Weights are backend Buffers: linear layers and the embedding in the weight dtype (the storage
 // dtype unless the job asks for another), norms and biases in F32.

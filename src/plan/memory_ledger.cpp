@@ -6,21 +6,12 @@
 #include "common/error.h"
 #include "model/llama_shard.h"
 #include "model/shard_bytes.h"
+#include "model/shard_placement.h"
 
 namespace tpbatch {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-ShardPlacement placement_of(const ModelConfig& config, const Layout& layout, int stage, int tp_rank) {
-  ShardPlacement p;
-  p.tensor = layout.tensor;
-  p.tp_rank = tp_rank;
-  p.layers = layers_of_stage(config.num_layers, layout.pipeline, stage);
-  p.has_embedding = stage == 0;
-  p.has_lm_head = stage == layout.pipeline - 1;
-  return p;
-}
 
 int64_t stage_kv_bytes_per_token(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
                                  DType kv_dtype) {
@@ -67,7 +58,7 @@ int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, 
   int64_t most = 0;
   for (int s = 0; s < layout.pipeline; ++s)
     for (int r = 0; r < layout.tensor; ++r)
-      most = std::max(most, shard_weight_bytes(config, placement_of(config, layout, s, r), weight_dtype));
+      most = std::max(most, shard_weight_bytes(config, shard_placement(config, layout, s, r), weight_dtype));
   return most;
 }
 
@@ -122,7 +113,7 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   bool first = true;
   for (int s = 0; s < layout.pipeline; ++s) {
     for (int r = 0; r < layout.tensor; ++r) {
-      const int64_t w = shard_weight_bytes(config, placement_of(config, layout, s, r), in.weight_dtype);
+      const int64_t w = shard_weight_bytes(config, shard_placement(config, layout, s, r), in.weight_dtype);
       const int64_t budget = static_cast<int64_t>(usable) - w - g.reserved_bytes_per_rank;
       const int64_t per_token = stage_kv_bytes_per_token(config, layout, s, r, in.kv_dtype);
       const int64_t tokens = budget <= 0 || per_token <= 0 ? 0 : budget / per_token;
