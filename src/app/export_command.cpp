@@ -24,9 +24,11 @@ using ojson = nlohmann::ordered_json;
 class RowsReader {
  public:
   RowsReader(hid_t file, const std::string& path) : f_(file), path_(path) {
-    for (int d = 0; d < kNumDs; ++d)
+    for (int d = 0; d < kNumDs; ++d) {
+      if (added_later(d) && H5Lexists(f_, kDsNames[d], H5P_DEFAULT) <= 0) continue;  // an older file: rows empty
       ds_[d] = H5Handle(check(H5Dopen2(f_, kDsNames[d], H5P_DEFAULT), path_, std::string("no dataset '/") + kDsNames[d] + "'"),
                         H5Dclose);
+    }
     H5Handle sp(H5Dget_space(ds_[kDone]), H5Sclose);
     H5Sget_simple_extent_dims(sp, &rows_, nullptr);
   }
@@ -43,6 +45,7 @@ class RowsReader {
   }
   template <typename T>
   std::vector<std::vector<T>> vlen(int d, hsize_t start, hsize_t count, hid_t mem) {
+    if (!ds_[d].valid()) return std::vector<std::vector<T>>(count);
     std::vector<hvl_t> buf(count, hvl_t{0, nullptr});
     Sel s(ds_[d], start, count);
     check(H5Dread(ds_[d], mem, s.m, s.f, H5P_DEFAULT, buf.data()), path_, what(d));
@@ -132,6 +135,19 @@ ojson openai_logprobs(bool chat, const std::vector<int32_t>& tokens, const std::
 
 std::string openai_finish_reason(const std::string& f) { return f == "eos" || f == "stop" ? "stop" : f; }
 
+// One choice of a completion: sample `index` of its line.
+ojson openai_choice(bool chat, int32_t index, const std::string& finish, const std::string& text,
+                    const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
+                    const std::vector<int32_t>& top_ids, const std::vector<float>& top_lps) {
+  ojson choice;
+  choice["index"] = index;
+  if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
+  choice["logprobs"] = openai_logprobs(chat, tokens, logprobs, top_ids, top_lps);
+  choice["finish_reason"] = openai_finish_reason(finish);
+  return choice;
+}
+
 }  // namespace
 
 int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
@@ -185,6 +201,26 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   const Types& t = r.types();
   const hsize_t step = 1024;
   std::string line;
+  ojson pending;             // openai: the current input line's output, written once its samples are in
+  bool pending_chat = false;
+  // A further sample of the pending line: one more choice, or the whole line not computed / an
+  // error when this sample is (a line's samples fail together: they share the prompt).
+  auto add_choice = [&](ojson& j, bool row_done, const std::string& finish, const std::string& txt,
+                        const std::vector<int32_t>& toks, const std::vector<float>& lps,
+                        const std::vector<int32_t>& tids, const std::vector<float>& tlps, int32_t sample) {
+    if (!j["error"].is_null() || j["response"]["status_code"] != 200) return;  // already failed
+    if (!row_done) {
+      j["response"] = nullptr;
+      j["error"] = {{"code", "not_computed"},
+                    {"message", "the job did not finish this row (run it again with output.if_exists: resume)"}};
+      return;
+    }
+    ojson& body = j["response"]["body"];
+    body["choices"].push_back(openai_choice(pending_chat, sample, finish, txt, toks, lps, tids, tlps));
+    const size_t completion = body["usage"]["completion_tokens"].get<size_t>() + toks.size();
+    body["usage"]["completion_tokens"] = completion;
+    body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"].get<size_t>() + completion;
+  };
   for (hsize_t start = 0; start < r.rows(); start += step) {
     const hsize_t count = std::min(step, r.rows() - start);
     const auto ids = r.strings(kId, start, count);
@@ -226,12 +262,22 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         }
         if (embed) j["embedding"] = extras[i].embedding;
         if (extra_spec.truncated_tokens) j["truncated_tokens"] = extras[i].truncated_tokens;
+        if (extra_spec.samples) j["input_line"] = extras[i].line, j["sample"] = extras[i].sample;
         out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         continue;
       }
+      // One output line per input line: a line's further samples (n > 1) are more choices of it.
+      const int64_t line_no = extra_spec.samples ? extras[i].line : row;
+      if (extra_spec.samples && extras[i].sample > 0 && !pending.is_null()) {
+        add_choice(pending, done[i] != 0, fin[i], text[i], ot[i], lp[i], top_ids[i], top_lps[i], extras[i].sample);
+        continue;
+      }
+      if (!pending.is_null()) out << pending.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      pending = nullptr;
       RequestInfo req;
       if (input->next(line)) req = request_info(line);
-      const std::string n = std::to_string(row);
+      pending_chat = req.chat;
+      const std::string n = std::to_string(line_no);
       j["id"] = "batch_req_" + n;
       j["custom_id"] = ids[i];
       if (!done[i]) {
@@ -257,12 +303,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         j["response"] = {{"status_code", 200}, {"request_id", "req_" + n}, {"body", body}};
         j["error"] = nullptr;
       } else {
-        ojson choice;
-        choice["index"] = 0;
-        if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", text[i]}};
-        else choice["text"] = text[i];
-        choice["logprobs"] = openai_logprobs(req.chat, ot[i], lp[i], top_ids[i], top_lps[i]);
-        choice["finish_reason"] = openai_finish_reason(fin[i]);
+        const ojson choice = openai_choice(req.chat, 0, fin[i], text[i], ot[i], lp[i], top_ids[i], top_lps[i]);
         ojson body;
         body["id"] = (req.chat ? "chatcmpl-" : "cmpl-") + n;
         body["object"] = req.chat ? "chat.completion" : "text_completion";
@@ -275,9 +316,10 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         j["response"] = {{"status_code", 200}, {"request_id", "req_" + n}, {"body", body}};
         j["error"] = nullptr;
       }
-      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      pending = std::move(j);
     }
   }
+  if (!pending.is_null()) out << pending.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   out.flush();
   if (!out) throw Error("writing the export failed" + (o.output.empty() ? std::string() : " ('" + o.output + "')"));
   return kExitOk;

@@ -81,7 +81,8 @@ struct RankJob {
   Topology topo;
   std::string model_fp;  // every rank must run the same job on the same model
   std::unique_ptr<ResultWriter> writer;  // rank 0's
-  int64_t num_rows = 0;                  // known on rank 0
+  int64_t num_rows = 0;                  // results rows, known on rank 0
+  int64_t num_lines = 0;                 // input lines (fewer than rows when some line has n > 1)
   ComputePlane plane;
   std::optional<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;  // replica leaders'
@@ -120,15 +121,17 @@ int open_results(RankJob& r) {
   const Topology& topo = r.topo;
   return collective_check([&] {
     if (r.world_rank != 0) return;
-    const InputSnapshot input = snapshot_input(job.input.path);
+    const InputSnapshot input = snapshot_input(job.input.path, job);
     r.num_rows = input.rows;
     RunInfo info{job.model, job.task, job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
     if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
+    r.num_lines = input.lines;
     info.truncated_tokens = job.input.truncate == Truncate::kLeft;
     r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
   });
 }
+    info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample
 
 // The CPU threads, and the backend with its tensor- and pipeline-parallel communicators.
 int make_backend(RankJob& r) {
@@ -232,7 +235,8 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   int64_t already = 0;
   for (uint8_t d : done) already += d;
   Progress progress(r.num_rows, already, job.engine.progress_interval, stderr);
-  RowDispatcher dispatcher(job.input.path, done, writer, progress, control, r.topo.layout.data() - 1);
+  RowDispatcher dispatcher(job.input.path, job, r.num_lines, done, writer, progress, control,
+                           r.topo.layout.data() - 1);
   auto source = make_local_work_source(dispatcher);
   stats = run_replica_leader(job, *r.tokenizer, *r.runner, r.topo, *r.plane.pp, *source);
   report_replica_zero(r, stats);
@@ -240,7 +244,7 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   progress.print_final();
   writer.finish(progress.metrics());
   int exit_code = kExitOk;
-  const std::string missing = describe_missing_rows(writer.done_rows());
+  const std::string missing = describe_missing_rows(writer.done_rows(), r.num_rows != r.num_lines);
   if (!missing.empty() && !stop_requested()) {  // never exit 0 with rows missing
     std::fprintf(stderr, "tpbatch: error: the job ended with %s; rerun the same job (output.if_exists: resume) "
                  "to compute them\n", missing.c_str());

@@ -51,7 +51,8 @@ void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float*
       }
       pick_from = processed_.data();
     }
-    token = sample_token(pick_from, vocab, p, static_cast<uint64_t>(s.row), static_cast<uint64_t>(s.num_generated()));
+    token = sample_token(pick_from, vocab, p, static_cast<uint64_t>(s.line), static_cast<uint64_t>(s.num_generated()),
+                         static_cast<uint64_t>(s.sample));
     logit = full[token];
     if (p.top_logprobs > 0)
       for (const auto& [id, lp] : top_logprobs(full, vocab, p.top_logprobs, res.log_z)) {

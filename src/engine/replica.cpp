@@ -159,6 +159,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   bool more_input = true;
   std::vector<WorkItem> items;
   std::vector<RowResult> immediate;
+  std::vector<std::unique_ptr<Sequence>> admitted;
   std::vector<LogitResult> results;
   std::vector<float> full_logits;
   std::vector<float> embeds;  // task: embed: the step's pooled hidden-state sums
@@ -178,8 +179,11 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
       items.clear();
       const bool wait = scheduler.idle() && scheduler.steps_in_flight() == 0;
       more_input = source.take(items, lookahead - scheduler.num_waiting(), wait);
-      for (const WorkItem& item : items)
-        if (auto seq = admitter.admit(item, immediate)) scheduler.add(std::move(seq));
+      for (const WorkItem& item : items) {
+        admitter.admit(item, admitted, immediate);
+        for (auto& seq : admitted) scheduler.add(std::move(seq));
+        admitted.clear();
+      }
     }
     emit_finished();
     source.poll();

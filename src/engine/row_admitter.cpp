@@ -28,7 +28,11 @@ RowResult error_row(int64_t index, const std::string& id, const std::string& why
 RowResult to_result(const Sequence& s, bool logprobs) {
   RowResult r;
   r.index = s.row;
+  r.line = s.line;
+  r.sample = s.sample;
   r.id = s.id;
+  r.warning_kind = s.warning_kind;
+  r.warning = s.warning;
   r.finish_reason = s.finish_reason;
   r.error = s.error;
   r.prompt_tokens_cached = s.prompt_tokens_cached;
@@ -114,22 +118,36 @@ const chat::ChatTemplate* RowAdmitter::chat_template() {
   return chat_ ? &*chat_ : nullptr;
 }
 
+namespace {
+
+// printf into a string: the warnings travel with their row to the writer rank, which prints them.
+template <typename... Args>
+std::string formatted(const char* fmt, Args... args) {
+  char buf[768];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+// Each replica attaches a kind of warning to its first row of that kind only; the writer rank
+// prints the first to arrive, so a job warns once per kind whatever its data parallelism.
 void RowAdmitter::truncate_front(Sequence& s, int64_t count, int64_t limit, const char* what) {
   if (!warned_truncate_) {
     warned_truncate_ = true;
-    std::fprintf(stderr,
-                 "[tpbatch] warning: input line %lld: the %s has %lld tokens, more than %lld: its first %lld tokens "
-                 "are dropped (input.truncate: left; /truncated_tokens counts them for every row; further rows "
-                 "are not reported)\n",
-                 static_cast<long long>(s.row + 1), what, static_cast<long long>(s.tokens.size()),
-                 static_cast<long long>(limit), static_cast<long long>(count));
+    s.warning_kind = kWarnTruncated;
+    s.warning = formatted(
+        "input line %lld: the %s has %lld tokens, more than %lld: its first %lld tokens are dropped (input.truncate: "
+        "left; /truncated_tokens counts them for every row; further rows are not reported)",
+        static_cast<long long>(s.line + 1), what, static_cast<long long>(s.tokens.size()),
+        static_cast<long long>(limit), static_cast<long long>(count));
   }
   s.tokens.erase(s.tokens.begin(), s.tokens.begin() + count);
   s.prompt_len -= count;
   s.truncated_tokens = count;
 }
 
-int64_t RowAdmitter::generation_limit(const Sequence& s, int64_t max_new_tokens) {
+int64_t RowAdmitter::generation_limit(Sequence& s, int64_t max_new_tokens) {
   const int64_t context = cfg_.max_position_embeddings;
   const int64_t wanted = s.prompt_len + std::min<int64_t>(max_new_tokens, context);  // no overflow
   int64_t limit = std::min(wanted, context);
@@ -137,18 +155,45 @@ int64_t RowAdmitter::generation_limit(const Sequence& s, int64_t max_new_tokens)
   if (kv_capacity_ > s.prompt_len && kv_capacity_ < limit) limit = kv_capacity_, bound = "the KV cache (engine.kv_cache_tokens)";
   if (limit < wanted && !warned_context_) {
     warned_context_ = true;
-    std::fprintf(stderr,
-                 "[tpbatch] warning: input line %lld: prompt (%lld tokens) + max_new_tokens (%lld) exceeds %s of "
-                 "%lld tokens: such rows stop at %lld tokens in all with finish_reason length (further rows are "
-                 "not reported)\n",
-                 static_cast<long long>(s.row + 1), static_cast<long long>(s.prompt_len),
-                 static_cast<long long>(max_new_tokens), bound, static_cast<long long>(limit),
-                 static_cast<long long>(limit));
+    s.warning_kind = kWarnLengthLimited;
+    s.warning = formatted(
+        "input line %lld: prompt (%lld tokens) + max_new_tokens (%lld) exceeds %s of %lld tokens: such rows stop "
+        "at %lld tokens in all with finish_reason length (further rows are not reported)",
+        static_cast<long long>(s.line + 1), static_cast<long long>(s.prompt_len),
+        static_cast<long long>(max_new_tokens), bound, static_cast<long long>(limit), static_cast<long long>(limit));
   }
   return limit;
 }
 
-std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<RowResult>& immediate) {
+void RowAdmitter::admit(const WorkItem& item, std::vector<std::unique_ptr<Sequence>>& admitted,
+                        std::vector<RowResult>& immediate) {
+  const size_t before = immediate.size();
+  std::unique_ptr<Sequence> first = admit_line(item, immediate);
+  const std::vector<int32_t>& samples = item.samples;
+  if (!first) {  // finished at once (an error row, nothing to compute): the same for every sample
+    RowResult done = std::move(immediate.at(before));
+    immediate.resize(before);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      RowResult r = done;
+      r.index = item.first_row + samples[i];
+      r.line = item.index;
+      r.sample = samples[i];
+      if (i > 0) r.warning_kind = kNoWarning, r.warning.clear();
+      immediate.push_back(std::move(r));
+    }
+    return;
+  }
+  // Every sample starts from the same admitted prompt; only its sampling stream differs.
+  for (size_t i = 0; i < samples.size(); ++i) {
+    std::unique_ptr<Sequence> s = i + 1 < samples.size() ? std::make_unique<Sequence>(*first) : std::move(first);
+    s->row = item.first_row + samples[i];
+    s->sample = samples[i];
+    if (i > 0) s->warning_kind = kNoWarning, s->warning.clear();
+    admitted.push_back(std::move(s));
+  }
+}
+
+std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vector<RowResult>& immediate) {
   InputRow row;
   try {
     // Token ids must index the model's embedding (and the tokenizer's vocabulary).
@@ -161,6 +206,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
   }
   auto s = std::make_unique<Sequence>();
   s->row = row.index;
+  s->line = row.index;
   s->id = row.id;
   s->sampling = row.sampling;
   s->eos_ids = cfg_.eos_token_ids;
@@ -287,7 +333,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit(const WorkItem& item, std::vector<R
     return nullptr;
   }
   s->max_len = generation_limit(*s, row.sampling.max_new_tokens);
-  s->detokenizer = std::make_unique<IncrementalDetokenizer>(tok_, s->tokens);
+  s->detokenizer.emplace(tok_, s->tokens);
   if (s->max_len <= s->prompt_len) {
     s->finish_reason = "length";
     immediate.push_back(to_result(*s, job_.output.logprobs));

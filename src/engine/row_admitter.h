@@ -41,8 +41,10 @@ class RowAdmitter {
  public:
   RowAdmitter(const JobSpec& job, const Tokenizer& tok, const ModelConfig& cfg) : job_(job), tok_(tok), cfg_(cfg) {}
 
-  // nullptr when the row is already finished; its result is then appended to `immediate`.
-  std::unique_ptr<Sequence> admit(const WorkItem& item, std::vector<RowResult>& immediate);
+  // The line's sequences, one per sample item.samples asks for, appended to `admitted`; or, when
+  // the line is finished already (an error row, nothing to compute), its results to `immediate`.
+  void admit(const WorkItem& item, std::vector<std::unique_ptr<Sequence>>& admitted,
+             std::vector<RowResult>& immediate);
 
   // The replica's KV cache in tokens: a generate row is bounded by it (finish_reason length, with
   // a warning) as by the model's context. 0 = unknown (no bound but the context).
@@ -52,6 +54,8 @@ class RowAdmitter {
   // The chat template for "messages" rows, loaded at the first such row; nullptr (and
   // chat_error_ says why) when the model has none or it does not parse.
   const chat::ChatTemplate* chat_template();
+  // Sample 0 of the line (row = line), or nullptr with its one result appended to `immediate`.
+  std::unique_ptr<Sequence> admit_line(const WorkItem& item, std::vector<RowResult>& immediate);
 
   const JobSpec& job_;
   const Tokenizer& tok_;
@@ -60,7 +64,7 @@ class RowAdmitter {
   void truncate_front(Sequence& s, int64_t count, int64_t limit, const char* what);
   // A generate row's length bound: min(prompt + max_new_tokens, context, KV cache), warning once
   // when it is below what the row asks for.
-  int64_t generation_limit(const Sequence& s, int64_t max_new_tokens);
+  int64_t generation_limit(Sequence& s, int64_t max_new_tokens);
 
   int64_t kv_capacity_ = 0;
   bool warned_truncate_ = false, warned_context_ = false;

@@ -1,5 +1,6 @@
 #include "engine/row_dispatcher.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <list>
@@ -12,15 +13,19 @@ namespace {
 
 double now_seconds() { return MPI_Wtime(); }
 
-// WORK message: [u8 exhausted][u32 count] then per row [i64 index][u32 length][bytes].
+// WORK message: [u8 exhausted][u32 count] then per line [i64 index][i64 first_row][u32 samples]
+// [i32 sample]... [u32 length][bytes].
 std::string encode_work(const std::vector<WorkItem>& items, bool exhausted) {
   std::string m;
   m.push_back(exhausted ? 1 : 0);
   const uint32_t n = static_cast<uint32_t>(items.size());
   m.append(reinterpret_cast<const char*>(&n), 4);
   for (const auto& it : items) {
-    const uint32_t len = static_cast<uint32_t>(it.line.size());
+    const uint32_t len = static_cast<uint32_t>(it.line.size()), k = static_cast<uint32_t>(it.samples.size());
     m.append(reinterpret_cast<const char*>(&it.index), 8);
+    m.append(reinterpret_cast<const char*>(&it.first_row), 8);
+    m.append(reinterpret_cast<const char*>(&k), 4);
+    m.append(reinterpret_cast<const char*>(it.samples.data()), 4 * k);
     m.append(reinterpret_cast<const char*>(&len), 4);
     m.append(it.line);
   }
@@ -39,11 +44,17 @@ bool decode_work(const std::string& m, std::vector<WorkItem>& out) {
   at = 5;
   for (uint32_t i = 0; i < n; ++i) {
     WorkItem it;
-    uint32_t len;
-    need(12);
+    uint32_t len, k;
+    need(20);
     std::memcpy(&it.index, m.data() + at, 8);
-    std::memcpy(&len, m.data() + at + 8, 4);
-    at += 12;
+    std::memcpy(&it.first_row, m.data() + at + 8, 8);
+    std::memcpy(&k, m.data() + at + 16, 4);
+    at += 20;
+    need(4 * static_cast<size_t>(k) + 4);
+    it.samples.resize(k);
+    std::memcpy(it.samples.data(), m.data() + at, 4 * static_cast<size_t>(k));
+    std::memcpy(&len, m.data() + at + 4 * static_cast<size_t>(k), 4);
+    at += 4 * static_cast<size_t>(k) + 4;
     need(len);
     it.line.assign(m.data() + at, len);
     at += len;
@@ -146,9 +157,12 @@ class RemoteWorkSource final : public WorkSource {
 
 }  // namespace
 
-RowDispatcher::RowDispatcher(const std::string& input_path, std::vector<uint8_t> done_rows, ResultWriter& writer,
-                             Progress& progress, MPI_Comm control, int remote_replicas)
+RowDispatcher::RowDispatcher(const std::string& input_path, const JobSpec& job, int64_t lines,
+                             std::vector<uint8_t> done_rows, ResultWriter& writer, Progress& progress, MPI_Comm control,
+                             int remote_replicas)
     : input_path_(input_path),
+      job_(job),
+      lines_(lines),
       reader_(input_path),
       done_(std::move(done_rows)),
       writer_(writer),
@@ -157,29 +171,44 @@ RowDispatcher::RowDispatcher(const std::string& input_path, std::vector<uint8_t>
       remote_replicas_(remote_replicas),
       last_flush_(now_seconds()) {}
 
-// The job's rows are the done_.size() rows counted when it started (the results file's num_rows).
+// The job's lines are the `lines_` counted when it started; its rows the done_.size() results rows
+// they make (each line samples_of_line() rows, consecutive: the results file's num_rows).
 bool RowDispatcher::next_input_row(WorkItem& item) {
   const int64_t rows = static_cast<int64_t>(done_.size());
   std::string line;
   while (!input_done_) {
-    if (next_index_ >= rows) {
+    if (next_index_ >= lines_) {
       input_done_ = true;
       if (reader_.next(line))
         std::fprintf(stderr, "[tpbatch] warning: input file '%s' has more rows than the %lld it had when the job "
                      "started (appended while it ran?): they are not part of this job\n",
-                     input_path_.c_str(), static_cast<long long>(rows));
+                     input_path_.c_str(), static_cast<long long>(lines_));
+      if (next_row_ != rows) throw changed_input();
       break;
     }
     if (!reader_.next(line))
       throw Error("input file '" + input_path_ + "' ends after " + std::to_string(next_index_) + " rows, but it had " +
-                  std::to_string(rows) + " when the job started: it was truncated or rewritten while the job ran "
+                  std::to_string(lines_) + " when the job started: it was truncated or rewritten while the job ran "
                   "(rows already done are kept; rerun the job on a stable input with output.if_exists: resume)");
     const int64_t index = next_index_++;
-    if (done_[static_cast<size_t>(index)]) continue;  // resume: already done
-    item = WorkItem{index, std::move(line)};
+    const int64_t first_row = next_row_, samples = samples_of_line(line, job_);
+    next_row_ += samples;
+    if (next_row_ > rows) throw changed_input();
+    std::vector<int32_t> todo;
+    for (int64_t s = 0; s < samples; ++s)
+      if (!done_[static_cast<size_t>(first_row + s)]) todo.push_back(static_cast<int32_t>(s));
+    if (todo.empty()) continue;  // resume: already done
+    item = WorkItem{index, first_row, std::move(todo), std::move(line)};
     return true;
   }
   return false;
+}
+
+Error RowDispatcher::changed_input() const {
+  return Error("input file '" + input_path_ + "' no longer has the " + std::to_string(done_.size()) +
+               " results rows (lines times their samples, n) it had when the job started: it was rewritten while "
+               "the job ran (rows already done are kept; rerun the job on a stable input with output.if_exists: "
+               "resume)");
 }
 
 bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int holder) {
@@ -194,7 +223,7 @@ bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int 
       exhausted_ = true;
       break;
     }
-    held_[holder][item.index] = item.line;
+    held_[holder][item.index] = item;
     out.push_back(std::move(item));
     ++taken;
   }
@@ -212,7 +241,7 @@ void RowDispatcher::replica_done(int rank) {
   auto it = held_.find(rank);
   if (it == held_.end() || it->second.empty()) return;
   const size_t n = it->second.size();
-  for (auto& [index, line] : it->second) again_.push_back(WorkItem{index, std::move(line)});
+  for (auto& [index, item] : it->second) again_.push_back(std::move(item));  // the samples not yet returned
   held_.erase(it);
   // Handed out again only if some replica will still ask (exhausted_: all were told "no more").
   if (!stop_requested()) exhausted_ = false;  // replica 0, at least, is still asking
@@ -221,7 +250,17 @@ void RowDispatcher::replica_done(int rank) {
 }
 
 void RowDispatcher::record(const RowResult& row) {
-  for (auto& [rank, rows] : held_) rows.erase(row.index);
+  for (auto& [rank, items] : held_) {
+    auto it = items.find(row.line);
+    if (it == items.end()) continue;
+    std::vector<int32_t>& samples = it->second.samples;
+    samples.erase(std::remove(samples.begin(), samples.end(), row.sample), samples.end());
+    if (samples.empty()) items.erase(it);
+  }
+  if (row.warning_kind != kNoWarning && !warned_[row.warning_kind]) {  // once per job, whichever replica
+    warned_[row.warning_kind] = true;
+    std::fprintf(stderr, "[tpbatch] warning: %s\n", row.warning.c_str());
+  }
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
   writer_.write(row);
   const double t = now_seconds();

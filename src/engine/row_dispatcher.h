@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/progress.h"
 #include "engine/work_source.h"
 #include "io/input_row.h"
@@ -28,8 +29,10 @@ enum ControlTag : int { kTagRequest = 101, kTagWork = 102, kTagResult = 103, kTa
 
 class RowDispatcher {
  public:
-  RowDispatcher(const std::string& input_path, std::vector<uint8_t> done_rows, ResultWriter& writer,
-                Progress& progress, MPI_Comm control, int remote_replicas);
+  // `lines`: the input's line count at start; done_rows: one flag per results row (a line has
+  // samples_of_line() rows, consecutive).
+  RowDispatcher(const std::string& input_path, const JobSpec& job, int64_t lines, std::vector<uint8_t> done_rows,
+                ResultWriter& writer, Progress& progress, MPI_Comm control, int remote_replicas);
 
   // Next rows not yet done (resume skips finished ones) for the replica led by world rank
   // `holder`; false when nothing more will be handed out.
@@ -43,7 +46,10 @@ class RowDispatcher {
   void handle(const MPI_Status& status);
   void replica_done(int rank);
   bool next_input_row(WorkItem& item);
+  Error changed_input() const;
   std::string input_path_;
+  const JobSpec& job_;
+  int64_t lines_;
   JsonlReader reader_;
   std::vector<uint8_t> done_;
   ResultWriter& writer_;
@@ -53,9 +59,12 @@ class RowDispatcher {
   int remote_done_ = 0;
   bool exhausted_ = false;           // nothing more is handed out (input read, nothing to hand out again)
   bool input_done_ = false;          // every input row was read
-  int64_t next_index_ = 0;
-  std::map<int, std::map<int64_t, std::string>> held_;  // rank -> rows handed out, not yet returned
-  std::deque<WorkItem> again_;       // rows of replicas that ended without them: handed out first
+  int64_t next_index_ = 0;           // next input line
+  int64_t next_row_ = 0;             // its first results row
+  // rank -> lines handed out with their samples not yet returned
+  std::map<int, std::map<int64_t, WorkItem>> held_;
+  std::deque<WorkItem> again_;       // lines of replicas that ended without them: handed out first
+  bool warned_[kNumRowWarnings] = {};
   double last_flush_ = 0;
   int64_t unflushed_ = 0;
 };

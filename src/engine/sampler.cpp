@@ -19,12 +19,14 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
-double counter_uniform(uint64_t seed, uint64_t row, uint64_t step) {
-  const uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ row) ^ step);
+double counter_uniform(uint64_t seed, uint64_t row, uint64_t step, uint64_t sample) {
+  uint64_t h = splitmix64(splitmix64(splitmix64(seed) ^ row) ^ step);
+  if (sample != 0) h = splitmix64(h ^ splitmix64(sample));  // sample 0: the stream rows had before n
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
-int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step) {
+int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step,
+                     uint64_t sample) {
   if (p.greedy()) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
 
   // Candidates sorted by logit (descending, ties by id), cut by top-k, then softmax at temperature.
@@ -62,7 +64,7 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p
   }
   double mass = 0.0;
   for (size_t i = 0; i < keep; ++i) mass += prob[i];
-  const double u = counter_uniform(p.seed, row, step) * mass;
+  const double u = counter_uniform(p.seed, row, step, sample) * mass;
   double cum = 0.0;
   for (size_t i = 0; i < keep; ++i) {
     cum += prob[i];

@@ -1,6 +1,7 @@
 #pragma once
 // Token sampling: greedy, or temperature / top-k / top-p / min-p with a counter-based RNG keyed by
-// (seed, row, step), so a row's samples never depend on the batch it ran in or on the layout.
+// (seed, row, step, sample), so a row's samples never depend on the batch it ran in or on the layout.
+// `row` is the input line; `sample` the sample of it (sampling.n > 1), 0 drawing as before n existed.
 // The logits processors (penalties, masks) and the top-logprobs listing work on one row's full
 // logits on the host.
 #include <cstdint>
@@ -12,12 +13,13 @@
 
 namespace tpbatch {
 
-// Uniform double in [0, 1) from (seed, row, step): a stateless hash (splitmix64 rounds).
-double counter_uniform(uint64_t seed, uint64_t row, uint64_t step);
+// Uniform double in [0, 1) from (seed, row, step, sample): a stateless hash (splitmix64 rounds).
+double counter_uniform(uint64_t seed, uint64_t row, uint64_t step, uint64_t sample = 0);
 
 // Picks a token from (processed) logits [vocab]. Greedy (temperature 0) returns the lowest-id
 // maximum. Otherwise: softmax at the temperature, cut by top-k, then top-p, then min-p.
-int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t row, uint64_t step);
+int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t row, uint64_t step,
+                     uint64_t sample = 0);
 
 // In place, in vLLM's order: repetition_penalty (Hugging Face: each distinct token of `tokens`, the
 // prompt and what was generated, has a positive logit divided by the penalty and a negative one

@@ -17,7 +17,7 @@ void Scheduler::add(std::unique_ptr<Sequence> seq) {
   const int64_t need = alloc_.blocks_for(seq->prompt_len + 1);
   if (need > alloc_.num_blocks()) {
     seq->finish_reason = "error";
-    seq->error = "input line " + std::to_string(seq->row + 1) + ": prompt of " + std::to_string(seq->prompt_len) + " tokens does not fit the KV cache (" +
+    seq->error = "input line " + std::to_string(seq->line + 1) + ": prompt of " + std::to_string(seq->prompt_len) + " tokens does not fit the KV cache (" +
                 std::to_string(alloc_.num_blocks() * alloc_.block_size()) + " tokens; raise engine.kv_cache_tokens)";
     finished_.push_back(std::move(seq));
     return;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,18 @@
 namespace tpbatch {
 
 struct Sequence {
-  int64_t row = 0;
+  int64_t row = 0;                 // results row
+  int64_t line = 0;                // input line (messages, sampling stream)
+  int32_t sample = 0;              // which of the line's sampling.n samples
+
   std::string id;
   bool scoring = false;
   bool embedding = false;          // task: embed: prefill only, the prompt's pooled final hidden state
   Pooling pooling = Pooling::Last;
   bool normalize = true;
   int64_t truncated_tokens = 0;    // input.truncate: left: prompt tokens dropped from the front
+  uint8_t warning_kind = 0;        // RowWarning: a warning its result carries to the writer rank
+  std::string warning;
   std::vector<int32_t> tokens;     // prompt (+ completion when scoring) + generated so far
   int64_t prompt_len = 0;
   int64_t score_from = 0;          // scoring: first position whose token is scored
@@ -44,7 +50,7 @@ struct Sequence {
   std::vector<int32_t> top_ids;
   std::vector<float> top_logprobs;
   bool all_greedy = true;
-  std::unique_ptr<IncrementalDetokenizer> detokenizer;
+  std::optional<IncrementalDetokenizer> detokenizer;  // copyable: the line's other samples start as copies
   std::string text;                // final text (stop string excluded)
   std::string finish_reason;
   std::string error;               // why the row failed (finish_reason "error")

@@ -10,7 +10,9 @@
 namespace tpbatch {
 
 struct WorkItem {
-  int64_t index = 0;   // 0-based input line
+  int64_t index = 0;              // 0-based input line
+  int64_t first_row = 0;          // its sample 0's results row (= index unless earlier lines have n > 1)
+  std::vector<int32_t> samples;   // the samples to compute (resume: those not done yet)
   std::string line;
 };
 

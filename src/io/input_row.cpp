@@ -140,6 +140,27 @@ void apply_overrides(const json& obj, const LineContext& ctx, SamplingParams& s)
       ctx.bad("'top_logprobs' must be an integer in [0, " + std::to_string(kMaxTopLogprobs) + "]");
     s.top_logprobs = x;
   }
+  if (const json* v = field("n")) {
+    int64_t x;
+    if (!as_int64(*v, x) || x < 1 || x > kMaxSamples)
+      ctx.bad("'n' must be an integer in [1, " + std::to_string(kMaxSamples) + "]");
+    s.n = x;
+  }
+}
+
+// A line's sample count as samples_of_line() reads it: the line's own valid "n" (or body.n), else
+// the job's. Kept in step with apply_overrides and the OpenAI body mapping.
+int64_t line_samples(const json& obj, int64_t job_n) {
+  const json* v = nullptr;
+  if (obj.contains("custom_id") && obj.contains("body")) {
+    if (const auto b = obj.find("body"); b->is_object())
+      if (const auto n = b->find("n"); n != b->end()) v = &*n;
+  } else if (const auto n = obj.find("n"); n != obj.end()) {
+    v = &*n;
+  }
+  int64_t x;
+  if (v && !v->is_null() && as_int64(*v, x) && x >= 1 && x <= kMaxSamples) return x;
+  return job_n;
 }
 
 // The row's token ids, each in [0, vocab_size) (vocab_size 0: any int32 >= 0).
@@ -184,8 +205,8 @@ void check_messages(const json& m, const LineContext& ctx) {
 // max_tokens / max_completion_tokens, temperature, top_p, seed, stop, presence/frequency_penalty
 // and top_logprobs (completions: logprobs: k) the overrides, as are vLLM's extra sampling keys
 // (top_k, min_p, repetition_penalty, min_tokens, stop_token_ids, ignore_eos). body.model is
-// ignored (the job names the model); n: 1, stream: false and chat's logprobs: true|false are
-// accepted as what the engine does anyway; other body keys are unknown keys.
+// ignored (the job names the model); n is the number of samples (choices); stream: false and chat's
+// logprobs: true|false are accepted as what the engine does anyway; other body keys are unknown keys.
 // Where a /v1/embeddings request's token-id input waits, in the converted row, for
 // parse_input_row (a name no input line can use: it starts with a NUL).
 const std::string kOpenAiInputIds = std::string("\0openai_input_ids", 17);
@@ -274,7 +295,8 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
       // /v1/completions: logprobs is the number of alternatives (top_logprobs).
       if (row.contains("top_logprobs") && row["top_logprobs"] != v) ctx.bad("'body.logprobs' and 'body.top_logprobs' differ");
       row["top_logprobs"] = v;
-    } else if (k == "n" && v.is_number_integer() && v.get<int64_t>() == 1) {
+    } else if (k == "n") {  // independent samples: the response's choices
+      row["n"] = v;
     } else if (k == "logprobs" && v.is_boolean()) {
       // /v1/chat/completions: the chosen tokens' logprobs are /output_logprobs (output.logprobs);
       // body.top_logprobs asks for alternatives.
@@ -282,7 +304,7 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
     } else if (strict) {
       ctx.bad("unknown key 'body." + k + "' (this engine reads body." + (chat ? "messages" : "prompt") +
               ", max_tokens, max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop, stop_token_ids, "
-              "presence_penalty, frequency_penalty, repetition_penalty, min_tokens, ignore_eos, logprobs, "
+              "presence_penalty, frequency_penalty, repetition_penalty, min_tokens, ignore_eos, n, logprobs, "
               "top_logprobs; input.unknown_keys: ignore "
               "skips the others)");
     }
@@ -320,7 +342,7 @@ const std::vector<std::string>& row_sampling_keys() {
   // Keep in step with apply_overrides (a per-line override missing here is rejected as unknown).
   static const std::vector<std::string> keys = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop",
                                                 "ignore_eos", "min_p", "repetition_penalty", "presence_penalty",
-                                                "frequency_penalty", "stop_token_ids", "min_tokens", "top_logprobs"};
+                                                "frequency_penalty", "stop_token_ids", "min_tokens", "top_logprobs", "n"};
   return keys;
 }
 
@@ -445,6 +467,8 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
 
   row.sampling = job.sampling;
   apply_overrides(obj, ctx, row.sampling);
+  if (row.sampling.n > 1 && job.task != "generate")
+    ctx.bad("'n' is " + std::to_string(row.sampling.n) + ", but several samples of a prompt need task: generate");
   return row;
 }
 
@@ -487,6 +511,16 @@ bool JsonlReader::next(std::string& line) {
   queue_.pop_front();
   ++lines_;
   return true;
+}
+
+int64_t samples_of_line(std::string_view line, const JobSpec& job) {
+  if (line.find("\"n\"") == std::string_view::npos) return job.sampling.n;  // no key "n": the common case
+  try {
+    const json obj = json::parse(line.begin(), line.end());
+    return obj.is_object() ? line_samples(obj, job.sampling.n) : job.sampling.n;
+  } catch (const json::exception&) {
+    return job.sampling.n;  // a bad line: its rows are error rows
+  }
 }
 
 int64_t count_jsonl_rows(const std::string& path) {

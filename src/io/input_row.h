@@ -62,6 +62,11 @@ bool is_blank_line(std::string_view line);
 
 int64_t count_jsonl_rows(const std::string& path);  // same counting rule as JsonlReader
 
+// How many results rows a line has: its "n" (an OpenAI request's body.n) when that is a valid sample
+// count, else the job's sampling.n. A line that is bad in any way has that many rows too, each an
+// error row (parse_input_row says why), so the count never depends on more than this.
+int64_t samples_of_line(std::string_view line, const JobSpec& job);
+
 // "<bytes>:<FNV-1a 64 of the contents, hex>": identifies an input file for resume.
 std::string input_fingerprint(const std::string& path);
 

@@ -29,7 +29,7 @@ struct stat stat_of(const std::string& path) {
 
 }  // namespace
 
-InputSnapshot snapshot_input(const std::string& path) {
+InputSnapshot snapshot_input(const std::string& path, const JobSpec& job) {
   const struct stat before = stat_of(path);
   if (!S_ISREG(before.st_mode))
     throw JobError("input file '" + path + "' is " + kind_of(before.st_mode) +
@@ -37,7 +37,9 @@ InputSnapshot snapshot_input(const std::string& path) {
                    "the rows, then to run them, and again to resume); save the rows to a file first");
   InputSnapshot s;
   s.fingerprint = input_fingerprint(path);
-  s.rows = count_jsonl_rows(path);
+  JsonlReader reader(path);
+  for (std::string line; reader.next(line);) s.rows += samples_of_line(line, job);
+  s.lines = reader.lines_read();
   const struct stat after = stat_of(path);
   if (after.st_size != before.st_size || after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
       after.st_mtim.tv_nsec != before.st_mtim.tv_nsec || after.st_ino != before.st_ino)

@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <string>
 
+#include "job/job_spec.h"
+
 namespace tpbatch {
 
 struct InputSnapshot {
-  int64_t rows = 0;
+  int64_t lines = 0;         // input rows (JSONL lines)
+  int64_t rows = 0;          // results rows: each line's samples_of_line() (= lines unless n > 1)
   std::string fingerprint;   // input_fingerprint(): "<bytes>:<hash>"
 };
 
 // Throws JobError (exit 2) for a path that is not a regular file, Error when it changes while read.
-InputSnapshot snapshot_input(const std::string& path);
+InputSnapshot snapshot_input(const std::string& path, const JobSpec& job);
 
 }  // namespace tpbatch

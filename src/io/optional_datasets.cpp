@@ -11,7 +11,23 @@ using namespace h5;
 namespace {
 
 constexpr const char* kEmbedding = "embedding";
-constexpr const char* kTruncated = "truncated_tokens";
+
+// The 1-D integer columns: name, file type, and the RowResult field (read and written as int64).
+struct IntColumn {
+  const char* name;
+  hid_t (*file_type)();
+  int64_t (*get)(const RowResult&);
+  void (*set)(RowResult&, int64_t);
+};
+hid_t i64le() { return H5T_STD_I64LE; }
+hid_t i32le() { return H5T_STD_I32LE; }
+const IntColumn kIntColumns[] = {
+    {"truncated_tokens", i64le, [](const RowResult& r) { return r.truncated_tokens; },
+     [](RowResult& r, int64_t v) { r.truncated_tokens = v; }},
+    {"input_line", i64le, [](const RowResult& r) { return r.line; }, [](RowResult& r, int64_t v) { r.line = v; }},
+    {"sample", i32le, [](const RowResult& r) { return static_cast<int64_t>(r.sample); },
+     [](RowResult& r, int64_t v) { r.sample = static_cast<int32_t>(v); }},
+};
 constexpr hsize_t kChunkRows = 1024;
 constexpr hsize_t kEmbeddingChunkValues = 1 << 18;  // 1 MiB float32 chunks whatever the width
 
@@ -28,9 +44,12 @@ OptionalDatasetSpec optional_datasets_in(hid_t file) {
         spec.embedding_dim = static_cast<int64_t>(dims[1]);
     }
   }
-  spec.truncated_tokens = H5Lexists(file, kTruncated, H5P_DEFAULT) > 0;
+  spec.truncated_tokens = H5Lexists(file, kIntColumns[0].name, H5P_DEFAULT) > 0;
+  spec.samples = H5Lexists(file, kIntColumns[2].name, H5P_DEFAULT) > 0;
   return spec;
 }
+
+bool OptionalDatasets::wanted(int column) const { return column == 0 ? spec_.truncated_tokens : spec_.samples; }
 
 void OptionalDatasets::create(hid_t file, int64_t rows) {
   if (spec_.embedding_dim > 0) {
@@ -46,14 +65,16 @@ void OptionalDatasets::create(hid_t file, int64_t rows) {
                                 path_, "cannot create dataset '/embedding'"),
                           H5Dclose);
   }
-  if (spec_.truncated_tokens) {
+  for (int c = 0; c < kNumIntColumns; ++c) {
+    if (!wanted(c)) continue;
+    const IntColumn& col = kIntColumns[c];
     hsize_t dims = static_cast<hsize_t>(rows), maxdims = H5S_UNLIMITED, chunk = kChunkRows;
     H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl, 1, &chunk);
     H5Handle space(H5Screate_simple(1, &dims, &maxdims), H5Sclose);
-    truncated_ = H5Handle(check(H5Dcreate2(file, kTruncated, H5T_STD_I64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
-                                path_, "cannot create dataset '/truncated_tokens'"),
-                          H5Dclose);
+    columns_[c] = H5Handle(check(H5Dcreate2(file, col.name, col.file_type(), space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                                 path_, std::string("cannot create dataset '/") + col.name + "'"),
+                           H5Dclose);
   }
 }
 
@@ -77,14 +98,15 @@ std::string OptionalDatasets::open(hid_t file, int64_t rows) {
   if (spec_.embedding_dim > 0)
     if (std::string why = open_one(kEmbedding, 2, static_cast<hsize_t>(spec_.embedding_dim), embedding_); !why.empty())
       return why;
-  if (spec_.truncated_tokens)
-    if (std::string why = open_one(kTruncated, 1, 0, truncated_); !why.empty()) return why;
+  for (int c = 0; c < kNumIntColumns; ++c)
+    if (wanted(c))
+      if (std::string why = open_one(kIntColumns[c].name, 1, 0, columns_[c]); !why.empty()) return why;
   return "";
 }
 
 void OptionalDatasets::close() {
   embedding_.reset();
-  truncated_.reset();
+  for (auto& c : columns_) c.reset();
 }
 
 void OptionalDatasets::extend(int64_t rows) {
@@ -92,10 +114,11 @@ void OptionalDatasets::extend(int64_t rows) {
     hsize_t dims[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(spec_.embedding_dim)};
     check(H5Dset_extent(embedding_, dims), path_, "cannot extend dataset '/embedding'");
   }
-  if (truncated_.valid()) {
-    hsize_t n = static_cast<hsize_t>(rows);
-    check(H5Dset_extent(truncated_, &n), path_, "cannot extend dataset '/truncated_tokens'");
-  }
+  for (int c = 0; c < kNumIntColumns; ++c)
+    if (columns_[c].valid()) {
+      hsize_t n = static_cast<hsize_t>(rows);
+      check(H5Dset_extent(columns_[c], &n), path_, std::string("cannot extend dataset '/") + kIntColumns[c].name + "'");
+    }
 }
 
 void OptionalDatasets::write(int64_t start, const std::vector<const RowResult*>& rows) {
@@ -120,16 +143,18 @@ void OptionalDatasets::write(int64_t start, const std::vector<const RowResult*>&
           "cannot write rows " + std::to_string(start) + ".." + std::to_string(start + static_cast<int64_t>(n) - 1) +
               " of dataset '/embedding'");
   }
-  if (truncated_.valid()) {
+  for (int c = 0; c < kNumIntColumns; ++c) {
+    if (!columns_[c].valid()) continue;
+    const IntColumn& col = kIntColumns[c];
     std::vector<int64_t> buf(n);
-    for (size_t i = 0; i < n; ++i) buf[i] = rows[i]->truncated_tokens;
-    hsize_t s = static_cast<hsize_t>(start), c = n;
-    H5Handle fspace(H5Dget_space(truncated_), H5Sclose);
-    check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &c, nullptr), path_,
-          "cannot select rows of dataset '/truncated_tokens'");
-    H5Handle mspace(H5Screate_simple(1, &c, nullptr), H5Sclose);
-    check(H5Dwrite(truncated_, H5T_NATIVE_INT64, mspace, fspace, H5P_DEFAULT, buf.data()), path_,
-          "cannot write dataset '/truncated_tokens'");
+    for (size_t i = 0; i < n; ++i) buf[i] = col.get(*rows[i]);
+    hsize_t s = static_cast<hsize_t>(start), cnt = n;
+    H5Handle fspace(H5Dget_space(columns_[c]), H5Sclose);
+    check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &cnt, nullptr), path_,
+          std::string("cannot select rows of dataset '/") + col.name + "'");
+    H5Handle mspace(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
+    check(H5Dwrite(columns_[c], H5T_NATIVE_INT64, mspace, fspace, H5P_DEFAULT, buf.data()), path_,
+          std::string("cannot write dataset '/") + col.name + "'");
   }
 }
 
@@ -150,15 +175,17 @@ void OptionalDatasets::read(int64_t start, int64_t count, std::vector<RowResult>
       rows[i].embedding.assign(p, p + dim);
     }
   }
-  if (truncated_.valid()) {
+  for (int c = 0; c < kNumIntColumns; ++c) {
+    if (!columns_[c].valid()) continue;
+    const IntColumn& col = kIntColumns[c];
     std::vector<int64_t> buf(n);
-    hsize_t s = static_cast<hsize_t>(start), c = n;
-    H5Handle fspace(H5Dget_space(truncated_), H5Sclose);
-    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &c, nullptr);
-    H5Handle mspace(H5Screate_simple(1, &c, nullptr), H5Sclose);
-    check(H5Dread(truncated_, H5T_NATIVE_INT64, mspace, fspace, H5P_DEFAULT, buf.data()), path_,
-          "cannot read dataset '/truncated_tokens'");
-    for (size_t i = 0; i < n && i < rows.size(); ++i) rows[i].truncated_tokens = buf[i];
+    hsize_t s = static_cast<hsize_t>(start), cnt = n;
+    H5Handle fspace(H5Dget_space(columns_[c]), H5Sclose);
+    H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &cnt, nullptr);
+    H5Handle mspace(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
+    check(H5Dread(columns_[c], H5T_NATIVE_INT64, mspace, fspace, H5P_DEFAULT, buf.data()), path_,
+          std::string("cannot read dataset '/") + col.name + "'");
+    for (size_t i = 0; i < n && i < rows.size(); ++i) col.set(rows[i], buf[i]);
   }
 }
 

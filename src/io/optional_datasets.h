@@ -2,6 +2,8 @@
 // Result datasets that only some jobs have (README "Extensions to the contract"):
 //   /embedding         float32 [rows, hidden], task: embed; NaN for rows without an embedding
 //   /truncated_tokens  int64 [rows], input.truncate: left; prompt tokens dropped from the front
+//   /input_line        int64 [rows], lines with sampling.n > 1: the row's 0-based input line
+//   /sample            int32 [rows], the same jobs: which of the line's samples the row is
 // Chunked and extendible along rows like the contract's datasets; the writer creates them with the
 // file, reopens them on resume (refusing a file that lacks one the job needs), extends, writes and,
 // when a cut-off file is rebuilt, reads them back.
@@ -19,7 +21,8 @@ namespace tpbatch {
 struct OptionalDatasetSpec {
   int64_t embedding_dim = 0;      // > 0: /embedding with this many columns
   bool truncated_tokens = false;  // /truncated_tokens
-  bool any() const { return embedding_dim > 0 || truncated_tokens; }
+  bool samples = false;           // /input_line and /sample
+  bool any() const { return embedding_dim > 0 || truncated_tokens || samples; }
 };
 
 // Which of them an existing results file has (readers: export, inspect).
@@ -40,9 +43,14 @@ class OptionalDatasets {
   void read(int64_t start, int64_t count, std::vector<RowResult>& rows);  // rows[i] is row start + i
 
  private:
+  // The 1-D integer columns (kIntColumns in the .cpp), open when the spec has them.
+  static constexpr int kNumIntColumns = 3;
+  bool wanted(int column) const;
+
   OptionalDatasetSpec spec_;
   std::string path_;
-  h5::H5Handle embedding_, truncated_;
+  h5::H5Handle embedding_;
+  h5::H5Handle columns_[kNumIntColumns];
 };
 
 }  // namespace tpbatch

@@ -83,11 +83,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     H5Pset_chunk(dcpl, 1, &chunk);
     hsize_t dims = static_cast<hsize_t>(num_rows_), maxdims = H5S_UNLIMITED;
     H5Handle space(H5Screate_simple(1, &dims, &maxdims), H5Sclose);
-    for (int d = 0; d < kNumDs; ++d) {
-      ds_[d] = H5Handle(check(H5Dcreate2(file_, kDsNames[d], file_type(types_, d), space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
-                              path_, std::string("cannot create dataset '/") + kDsNames[d] + "'"),
-                        H5Dclose);
-    }
+    for (int d = 0; d < kNumDs; ++d) create_dataset(d, space, dcpl);
     extra_.create(file_, num_rows_);
     write_attr(file_, "format_version", kFormatVersion, path_);
     write_run_attrs();
@@ -116,7 +112,10 @@ class Hdf5ResultWriter final : public ResultWriter {
     for (const char* a : {"model", "task", "num_rows", "job_yaml"})
       if (!has_attr(file_, a)) refuse(std::string("it has no '") + a + "' attribute");
     for (int d = 0; d < kNumDs; ++d) {
-      if (H5Lexists(file_, kDsNames[d], H5P_DEFAULT) <= 0) refuse(std::string("it has no dataset '/") + kDsNames[d] + "'");
+      if (H5Lexists(file_, kDsNames[d], H5P_DEFAULT) <= 0) {
+        if (added_later(d)) continue;  // a file from before the dataset existed: its rows have none
+        refuse(std::string("it has no dataset '/") + kDsNames[d] + "'");
+      }
       ds_[d] = H5Handle(check(H5Dopen2(file_, kDsNames[d], H5P_DEFAULT), path_,
                               std::string("cannot open dataset '/") + kDsNames[d] + "'"),
                         H5Dclose);
@@ -146,6 +145,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     }
     num_rows_ = rows;
     for (int d = 0; d < kNumDs; ++d) {
+      if (!ds_[d].valid()) continue;
       H5Handle sp(H5Dget_space(ds_[d]), H5Sclose);
       hsize_t n = 0;
       if (H5Sget_simple_extent_ndims(sp) != 1) refuse(std::string("dataset '/") + kDsNames[d] + "' is not 1-D");
@@ -170,10 +170,19 @@ class Hdf5ResultWriter final : public ResultWriter {
       file_.reset();
       file_ = H5Handle(check(H5Fopen(path_.c_str(), H5F_ACC_RDWR, fapl), path_, "cannot open for writing"), H5Fclose);
       if (const std::string why = extra_.open(file_, num_rows_); !why.empty()) refuse(why);
-      for (int d = 0; d < kNumDs; ++d)
+      for (int d = 0; d < kNumDs; ++d) {
+        if (H5Lexists(file_, kDsNames[d], H5P_DEFAULT) <= 0) {  // added_later(d): created now, rows empty
+          H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+          hsize_t chunk = kChunkRows, dims = static_cast<hsize_t>(num_rows_), maxdims = H5S_UNLIMITED;
+          H5Pset_chunk(dcpl, 1, &chunk);
+          H5Handle space(H5Screate_simple(1, &dims, &maxdims), H5Sclose);
+          create_dataset(d, space, dcpl);
+          continue;
+        }
         ds_[d] = H5Handle(check(H5Dopen2(file_, kDsNames[d], H5P_DEFAULT), path_,
                                 std::string("cannot open dataset '/") + kDsNames[d] + "'"),
                           H5Dclose);
+      }
     }
     // This run's settings (layout, engine) replace the previous run's.
     write_attr(file_, "job_yaml", info_.job_yaml, types_, path_);
@@ -226,6 +235,7 @@ class Hdf5ResultWriter final : public ResultWriter {
     hsize_t s = static_cast<hsize_t>(start), c = static_cast<hsize_t>(count);
     H5Handle mspace(H5Screate_simple(1, &c, nullptr), H5Sclose);
     auto read = [&](int d, void* buf) {
+      if (!ds[d].valid()) return;  // added_later(d), absent from an older file: empty lists
       H5Handle fspace(H5Dget_space(ds[d]), H5Sclose);
       H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &c, nullptr);
       check(H5Dread(ds[d], mem_type(types_, d), mspace, fspace, H5P_DEFAULT, buf), path_,
@@ -470,6 +480,12 @@ class Hdf5ResultWriter final : public ResultWriter {
                    path_.c_str(), static_cast<long long>(dropped), static_cast<long long>(first));
   }
 
+  void create_dataset(int d, hid_t space, hid_t dcpl) {
+    ds_[d] = H5Handle(check(H5Dcreate2(file_, kDsNames[d], file_type(types_, d), space, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                            path_, std::string("cannot create dataset '/") + kDsNames[d] + "'"),
+                      H5Dclose);
+  }
+
   void extend(int64_t rows) {
     hsize_t n = static_cast<hsize_t>(rows);
     for (int d = 0; d < kNumDs; ++d)
@@ -527,7 +543,9 @@ class Hdf5ResultWriter final : public ResultWriter {
     extra_.write(start, rows);
   }
 
-  OptionalDatasetSpec extra_spec() const { return OptionalDatasetSpec{info_.embedding_dim, info_.truncated_tokens}; }
+  OptionalDatasetSpec extra_spec() const {
+    return OptionalDatasetSpec{info_.embedding_dim, info_.truncated_tokens, info_.samples};
+  }
 
   OutputLock lock_;  // first: released after the file is closed
   H5Handle file_;
@@ -546,16 +564,17 @@ class Hdf5ResultWriter final : public ResultWriter {
 
 }  // namespace
 
-std::string describe_missing_rows(const std::vector<uint8_t>& done) {
+std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples) {
   int64_t missing = 0;
-  std::string lines;
+  std::string list;
   for (size_t i = 0; i < done.size(); ++i) {
     if (done[i]) continue;
-    if (++missing <= 10) lines += (lines.empty() ? "" : ", ") + std::to_string(i + 1);
+    if (++missing <= 10) list += (list.empty() ? "" : ", ") + std::to_string(samples ? i : i + 1);
   }
   if (!missing) return "";
-  return std::to_string(missing) + (missing == 1 ? " row is" : " rows are") + " missing: input line" +
-         (missing == 1 ? " " : "s ") + lines + (missing > 10 ? ", ..." : "");
+  const std::string what = samples ? " results row" : " input line";  // lines with n > 1 have several rows
+  return std::to_string(missing) + (missing == 1 ? " row is" : " rows are") + " missing:" + what +
+         (missing == 1 ? " " : "s ") + list + (missing > 10 ? ", ..." : "");
 }
 
 std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, const std::string& if_exists,

@@ -26,6 +26,7 @@ struct RunInfo {              // root attributes
   std::string model_fingerprint;   // model_fingerprint.h: resume refuses a changed model folder
   int64_t embedding_dim = 0;       // task: embed: /embedding's width (the hidden size); 0 = no /embedding
   bool truncated_tokens = false;   // input.truncate: left: a /truncated_tokens dataset
+  bool samples = false;            // some line has sampling.n > 1: /input_line and /sample datasets
 };
 
 struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file
@@ -56,8 +57,9 @@ class ResultWriter {
   virtual void finish(const RunMetrics& metrics) = 0;  // flush, metrics, `complete`, close
 };
 
-// "" when every row is done, else which rows are not: "3 rows are missing: input lines 5, 9, 12".
-std::string describe_missing_rows(const std::vector<uint8_t>& done);
+// "" when every row is done, else which rows are not: "3 rows are missing: input lines 5, 9, 12";
+// with `samples` (lines have several rows) the 0-based results rows instead.
+std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples = false);
 
 // `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout. Read-only, without
 // a lock: works on a running job's file (a snapshot of its last flush).

@@ -71,6 +71,10 @@ inline constexpr std::array<const char*, kNumDs> kDsNames = {"id",           "do
                                                       "output_text",  "output_logprobs", "logprob_sum", "is_greedy",
                                                       "finish_reason", "error",    "top_logprob_tokens", "top_logprobs"};
 
+// Datasets a results file written before they existed lacks (a file of format_version 1 all the
+// same): resume creates them, readers take their rows as empty.
+inline bool added_later(int d) { return d == kTopIds || d == kTopLogprobs; }
+
 hid_t file_type(const Types& t, int d);
 hid_t mem_type(const Types& t, int d);
 

@@ -76,6 +76,8 @@ std::string serialize(const RowResult& r) {
               4 * (r.prompt_tokens.size() + r.output_tokens.size() + r.output_logprobs.size() + r.embedding.size()));
   put<uint32_t>(out, kMagic);
   put<int64_t>(out, r.index);
+  put<int64_t>(out, r.line);
+  put<int32_t>(out, r.sample);
   put_array(out, r.id.data(), r.id.size());
   put_array(out, r.prompt_tokens.data(), r.prompt_tokens.size());
   put_array(out, r.output_tokens.data(), r.output_tokens.size());
@@ -90,6 +92,8 @@ std::string serialize(const RowResult& r) {
   put<int64_t>(out, r.prompt_tokens_cached);
   put_array(out, r.embedding.data(), r.embedding.size());
   put<int64_t>(out, r.truncated_tokens);
+  put<uint8_t>(out, r.warning_kind);
+  put_array(out, r.warning.data(), r.warning.size());
   return out;
 }
 
@@ -99,6 +103,9 @@ RowResult deserialize_row_result(std::string_view bytes) {
   RowResult r;
   r.index = rd.get<int64_t>();
   if (r.index < 0) rd.fail("negative row index");
+  r.line = rd.get<int64_t>();
+  r.sample = rd.get<int32_t>();
+  if (r.line < 0 || r.line > r.index || r.sample < 0) rd.fail("bad input line or sample");
   rd.get_string(r.id);
   rd.get_array(r.prompt_tokens);
   rd.get_array(r.output_tokens);
@@ -117,6 +124,9 @@ RowResult deserialize_row_result(std::string_view bytes) {
   rd.get_array(r.embedding);
   r.truncated_tokens = rd.get<int64_t>();
   if (r.truncated_tokens < 0) rd.fail("negative truncated_tokens");
+  r.warning_kind = rd.get<uint8_t>();
+  if (r.warning_kind >= kNumRowWarnings) rd.fail("unknown warning kind");
+  rd.get_string(r.warning);
   if (!rd.at_end()) rd.fail("trailing bytes");
   return r;
 }

@@ -8,7 +8,9 @@
 namespace tpbatch {
 
 struct RowResult {
-  int64_t index = 0;
+  int64_t index = 0;             // results row (the input line, unless lines have sampling.n > 1)
+  int64_t line = 0;              // input line (/input_line when lines have several rows)
+  int32_t sample = 0;            // which of the line's samples (/sample)
   std::string id;
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> output_tokens;
@@ -28,7 +30,13 @@ struct RowResult {
   double ttft_seconds = 0.0;   // time to first token
   double tpot_seconds = 0.0;   // mean time per output token after the first
   int64_t prompt_tokens_cached = 0;  // prompt tokens served by the prefix cache (/metrics)
+  // A warning this row raised (its kind: RowWarning), printed by the writer rank once per job and kind.
+  uint8_t warning_kind = 0;
+  std::string warning;
 };
+
+// The warnings a row may raise, each printed once per job (not once per replica).
+enum RowWarning : uint8_t { kNoWarning = 0, kWarnTruncated = 1, kWarnLengthLimited = 2, kNumRowWarnings = 3 };
 
 // A compact binary form for sending results between ranks (MPI).
 std::string serialize(const RowResult& row);

@@ -74,6 +74,8 @@ const std::vector<JobKey>& job_keys() {
       {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
       {"output.if_exists", Choice{JOB_FIELD(output.if_exists), {"resume", "overwrite", "fail"}}},
       {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples}, [](const JobSpec& j) { return j.sampling.n != 1; }},
 
       {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
       {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},

@@ -131,6 +131,9 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   KeyErrors errors(source, override_src);
   JobSpec j;
   read_job_keys(root, errors, j);
+  if (j.sampling.n > 1 && j.task != "generate")
+    errors.fail("sampling.n", "'sampling.n' is " + std::to_string(j.sampling.n) + ", but several samples of a "
+                "prompt need task: generate (this job's task is " + j.task + ")");
 
   // Paths: model folder and input file must exist.
   std::error_code ec;

@@ -7,6 +7,7 @@
 namespace tpbatch {
 
 inline constexpr int64_t kMaxTopLogprobs = 20;  // sampling.top_logprobs: at most this many alternatives
+inline constexpr int64_t kMaxSamples = 128;     // sampling.n: at most this many samples per prompt (OpenAI's bound)
 
 struct SamplingParams {
   int64_t max_new_tokens = 128;
@@ -23,6 +24,9 @@ struct SamplingParams {
   int64_t min_tokens = 0;            // EOS and stop_token_ids are masked until this many are generated
   int64_t top_logprobs = 0;          // k best alternatives recorded at each generated position; 0 = off
   bool ignore_eos = false;
+  // Independent samples of the prompt (task: generate): each is a results row of its own, the
+  // line's rows consecutive (README "n > 1"); sample s draws from (seed, line, sample s, step).
+  int64_t n = 1;
 
   bool greedy() const { return temperature <= 0.0; }
   bool penalized() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }

@@ -13,7 +13,7 @@ cat >"$WORK/in.jsonl" <<'JSONL'
 {"id": "plain", "prompt": "Once upon a time, there was"}
 {"id": "chat", "messages": [{"role": "user", "content": " Once upon"}, {"role": "user", "content": "a time"}]}
 {"id": "raises", "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]}
-{"id": "unknown_key", "messages": [{"role": "user", "content": "y"}], "n": 2}
+{"id": "unknown_key", "messages": [{"role": "user", "content": "y"}], "best_of": 2}
 JSONL
 for t in with_bos no_bos; do
   write_job "$WORK/$t.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/$t.h5" "chat_template: $WORK/$t.jinja" \
@@ -36,7 +36,7 @@ for t in ("with_bos", "no_bos"):
         err = {k: f["error"][row[k]].decode() for k in ("raises", "unknown_key")}
         if t == "no_bos":
             assert "the chat template refused the messages: no system messages" in err["raises"], err
-        assert "unknown key 'n'" in err["unknown_key"], err
+        assert "unknown key 'best_of'" in err["unknown_key"], err
         print(t, "prompt tokens", pt[1], "text", repr(out[1]))
 PY
 # Without chat_template, stories260K has no template: an error row that says so.

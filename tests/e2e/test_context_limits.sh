@@ -4,7 +4,8 @@
 #  - input.truncate: left: they keep their last tokens (generate: room for max_new_tokens), the
 #    count dropped in /truncated_tokens, one warning per job; score rows keep the completion whole;
 #  - a row whose prompt + max_new_tokens passes the context, or the KV cache, ends with
-#    finish_reason length exactly at that limit, with one warning per job (not per row).
+#    finish_reason length exactly at that limit, with one warning per job (not per row, not per
+#    replica: DP=2 prints one).
 source "$(dirname "$0")/lib.sh"
 "$TPBATCH" make-model "$WORK/m32" --preset tiny --layers 2 --max-position-embeddings 32 --seed 3 >/dev/null
 "$TPBATCH" make-model "$WORK/m512" --preset tiny --layers 2 --seed 3 >/dev/null
@@ -82,4 +83,9 @@ kv = warnings("kv", "KV cache")
 assert len(kv) == 1 and "of 48 tokens" in kv[0], kv
 print("context limits: error, left, score and KV-cache bounds checked")
 PY
+# Once per job, not once per replica: at DP=2 each replica truncates a row, one warning is printed.
+mpirun_tpbatch 2 "$WORK/left.yaml" --set output.path="$WORK/left2.h5" --set engine.max_seqs=1 \
+  --set engine.lookahead=1 2>"$WORK/left2.log" || { cat "$WORK/left2.log"; fail "DP=2 run failed"; }
+n=$(grep -c "warning: .*input.truncate: left" "$WORK/left2.log" || true)
+[ "$n" = 1 ] || { cat "$WORK/left2.log"; fail "DP=2: $n truncation warnings, want 1 per job"; }
 echo "PASS: context limits"

@@ -35,7 +35,7 @@ std::string bad(std::string_view line, const JobSpec& j = job()) {
 }  // namespace
 
 TEST(InputRowKeys, UnknownKeyIsAnErrorNamingIt) {
-  for (const char* key : {"n", "max_tokens", "best_of", "echo", "logprobs"}) {
+  for (const char* key : {"suffix", "max_tokens", "best_of", "echo", "logprobs"}) {
     const std::string line = std::string(R"({"prompt": "x", ")") + key + R"(": 5})";
     const std::string msg = bad(line);
     EXPECT_EQ(msg.rfind(std::string("input line 7: unknown key '") + key + "'", 0), 0u) << msg;
@@ -44,7 +44,7 @@ TEST(InputRowKeys, UnknownKeyIsAnErrorNamingIt) {
 }
 
 TEST(InputRowKeys, UnknownKeyIgnoredOnlyWhenAsked) {
-  InputRow r = parse_input_row(R"({"prompt": "x", "presence_penalty": 1.5, "n": 3})", 0, job("generate", UnknownKeys::kIgnore), 512);
+  InputRow r = parse_input_row(R"({"prompt": "x", "presence_penalty": 1.5, "best_of": 3})", 0, job("generate", UnknownKeys::kIgnore), 512);
   EXPECT_EQ(r.text.value(), "x");
 }
 
@@ -174,14 +174,46 @@ TEST(InputRowKeys, OpenAiBatchRequestsMapToRows) {
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/files", "body": {"input": "x"}})"),
             "input line 7: url '/v1/files' is not supported (only /v1/completions, /v1/chat/completions and "
             "/v1/embeddings)");
-  EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})")
-                .rfind("input line 7: unknown key 'body.n'", 0),
+  EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "best_of": 2}})")
+                .rfind("input line 7: unknown key 'body.best_of'", 0),
             0u);
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/chat/completions", "body": {"prompt": "x"}})")
                 .rfind("input line 7: unknown key 'body.prompt'", 0),
             0u);
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x"}})", job("score")),
             "input line 7: OpenAI batch requests need task: generate");
-  EXPECT_NO_THROW(parse_input_row(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "n": 2}})",
+  EXPECT_NO_THROW(parse_input_row(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "best_of": 2}})",
                                   0, job("generate", UnknownKeys::kIgnore), 512));
+}
+
+TEST(InputRowSamples, RowKeyNSetsTheSampleCount) {
+  EXPECT_EQ(parse_input_row(R"({"prompt": "x", "n": 3})", 0, job(), 512).sampling.n, 3);
+  EXPECT_EQ(parse_input_row(R"({"prompt": "x"})", 0, job(), 512).sampling.n, 1);
+  EXPECT_EQ(parse_input_row(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "n": 4}})", 0,
+                            job(), 512)
+                .sampling.n,
+            4);
+}
+
+TEST(InputRowSamples, BadNIsAnErrorRowNamingIt) {
+  for (const char* v : {"0", "129", "1.5", "\"2\"", "-1"})
+    EXPECT_EQ(bad(std::string(R"({"prompt": "x", "n": )") + v + "}"), "input line 7: 'n' must be an integer in [1, 128]")
+        << v;
+  EXPECT_EQ(bad(R"({"prompt": "x", "completion": "y", "n": 2})", job("score")),
+            "input line 7: 'n' is 2, but several samples of a prompt need task: generate");
+}
+
+TEST(InputRowSamples, SamplesOfLineReadsRowNOrTheJobDefault) {
+  JobSpec j = job();
+  j.sampling.n = 2;
+  EXPECT_EQ(samples_of_line(R"({"prompt": "x"})", j), 2);
+  EXPECT_EQ(samples_of_line(R"({"prompt": "x", "n": 5})", j), 5);
+  EXPECT_EQ(samples_of_line(R"({"custom_id": "r", "body": {"prompt": "x", "n": 3}})", j), 3);
+  EXPECT_EQ(samples_of_line(R"({"prompt": "say \"n\"", "m": 1})", j), 2);       // "n" inside a string
+  EXPECT_EQ(samples_of_line(R"({"prompt": "x", "meta": {"n": 7}})", j), 2);     // not a top-level key
+  EXPECT_EQ(samples_of_line(R"({"prompt": "x", "n": 0})", j), 2);               // bad: error rows
+  EXPECT_EQ(samples_of_line(R"({"prompt": "x", "n": 3)", j), 2);                // not JSON: error rows
+  // Whatever the line, the count agrees with what a valid parse gives.
+  for (const char* line : {R"({"prompt": "x", "n": 7})", R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "n": 6}})"})
+    EXPECT_EQ(samples_of_line(line, j), parse_input_row(line, 0, j, 512).sampling.n) << line;
 }

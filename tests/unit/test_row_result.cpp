@@ -12,6 +12,10 @@ namespace {
 RowResult sample() {
   RowResult r;
   r.index = 123456789012;
+  r.line = 123456789000;
+  r.sample = 12;
+  r.warning_kind = kWarnTruncated;
+  r.warning = "input line 5: dropped";
   r.id = "row-\xC3\xA9";
   r.prompt_tokens = {1, 2, 3, 40000};
   r.output_tokens = {7, -1, 2147483647};
@@ -25,6 +29,10 @@ RowResult sample() {
 }
 void expect_equal(const RowResult& a, const RowResult& b) {
   EXPECT_EQ(a.index, b.index);
+  EXPECT_EQ(a.line, b.line);
+  EXPECT_EQ(a.sample, b.sample);
+  EXPECT_EQ(a.warning_kind, b.warning_kind);
+  EXPECT_EQ(a.warning, b.warning);
   EXPECT_EQ(a.id, b.id);
   EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
   EXPECT_EQ(a.output_tokens, b.output_tokens);

@@ -16,11 +16,25 @@ TEST(Sampler, GreedyPicksTheLowestIdAmongEqualMaxima) {
   EXPECT_EQ(tpbatch::sample_token(logits.data(), 4, SamplingParams{}, 0, 0), 1);
 }
 
+TEST(Sampler, SampleZeroDrawsTheStreamRowsHadBeforeN) {
+  // splitmix64 rounds of (seed, row, step) as before sampling.n existed: old results still reproduce.
+  auto mix = [](uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  const uint64_t h = mix(mix(mix(5) ^ 9) ^ 4);
+  EXPECT_EQ(tpbatch::counter_uniform(5, 9, 4, 0), static_cast<double>(h >> 11) * 0x1.0p-53);
+}
+
 TEST(Sampler, CounterUniformDependsOnlyOnSeedRowStep) {
   EXPECT_EQ(tpbatch::counter_uniform(1, 2, 3), tpbatch::counter_uniform(1, 2, 3));
   EXPECT_NE(tpbatch::counter_uniform(1, 2, 3), tpbatch::counter_uniform(1, 2, 4));
   EXPECT_NE(tpbatch::counter_uniform(1, 2, 3), tpbatch::counter_uniform(1, 3, 3));
   EXPECT_NE(tpbatch::counter_uniform(1, 2, 3), tpbatch::counter_uniform(2, 2, 3));
+  EXPECT_NE(tpbatch::counter_uniform(1, 2, 3), tpbatch::counter_uniform(1, 2, 3, 1));
+  EXPECT_NE(tpbatch::counter_uniform(1, 2, 3, 1), tpbatch::counter_uniform(1, 2, 3, 2));
   double sum = 0;
   for (int i = 0; i < 100000; ++i) {
     const double u = tpbatch::counter_uniform(7, static_cast<uint64_t>(i), 0);
