@@ -123,15 +123,15 @@ int open_results(RankJob& r) {
     if (r.world_rank != 0) return;
     const InputSnapshot input = snapshot_input(job.input.path, job);
     r.num_rows = input.rows;
+    r.num_lines = input.lines;
     RunInfo info{job.model, job.task, job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
     if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
-    r.num_lines = input.lines;
     info.truncated_tokens = job.input.truncate == Truncate::kLeft;
+    info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample
     r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
   });
 }
-    info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample
 
 // The CPU threads, and the backend with its tensor- and pipeline-parallel communicators.
 int make_backend(RankJob& r) {
