@@ -27,6 +27,7 @@
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
+#include "model/shard_placement.h"
 #include "model/weight_checks.h"
 #include "plan/memory_ledger.h"
 #include "reliability/model_fingerprint.h"
@@ -97,6 +98,8 @@ int read_and_agree_on_job(RankJob& r, const std::string& job_path, const std::ve
   int code = collective_check([&] {
     r.job = load_job(job_path, sets);
     r.cfg = load_model_config(r.job.model);
+    const std::string experts = expert_split_problem(r.cfg, r.job.parallel.experts, r.job.parallel.tensor);
+    if (!experts.empty()) throw JobError(experts);
   });
   if (code) return code;
   liveness.set_timeout(r.job.engine.watchdog_seconds);
@@ -163,7 +166,7 @@ int load_shard(RankJob& r) {
   return collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
     const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
-    const ShardPlacement place = shard_placement(cfg, topo.layout, topo.coords.pp, topo.coords.tp);
+    const ShardPlacement place = shard_placement(cfg, topo.layout, topo.coords.pp, topo.coords.tp, job.parallel.experts);
     LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
     weights.drop_page_cache();
     KvLayout kv;

@@ -36,6 +36,9 @@ const std::vector<JobKey>& job_keys() {
       {"parallel.tensor", Integer{JOB_FIELD(parallel.tensor), 1}},
       {"parallel.pipeline", Integer{JOB_FIELD(parallel.pipeline), 1}},
       {"parallel.ranks_per_node", Integer{JOB_FIELD(parallel.ranks_per_node), 0}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"parallel.experts", EnumChoice{{"tensor", "expert"}, JOB_ENUM_FIELD(parallel.experts, ExpertSplit)},
+       [](const JobSpec& j) { return j.parallel.experts != ExpertSplit::kTensor; }},
 
       {"input.path", Text{JOB_FIELD(input.path), TextRule::kRequired}},
       {"input.text_field", Text{JOB_FIELD(input.text_field), TextRule::kNonEmpty}},

@@ -16,12 +16,16 @@ enum class OnBadLine { kRecord, kFail };                  // record | fail
 enum class UnknownKeys { kError, kIgnore };               // error (an error row naming the key) | ignore
 enum class ScoreTokenization { kJoint, kSeparate };       // joint | separate
 enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_first
+enum class ExpertSplit { kTensor, kExpert };              // tensor | expert (parallel.experts)
 enum class Truncate { kError, kLeft };                    // error | left
 
 struct ParallelSpec {
   int64_t tensor = 1;
   int64_t pipeline = 1;
   int64_t ranks_per_node = 0;          // 0 = as MPI reports
+  // Mixture-of-experts layers: tensor splits every expert across the TP ranks like the dense MLP;
+  // expert gives each TP rank whole experts (num_experts / tensor of them). One allreduce either way.
+  ExpertSplit experts = ExpertSplit::kTensor;
 };
 
 struct InputSpec {

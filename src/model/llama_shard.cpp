@@ -52,19 +52,22 @@ class Staging {
   std::vector<char> bytes_;
 };
 
-// A sparse MoE block's router (whole) and each expert's slices of this rank: gate and up rows
-// [e0, e0 + ne) like the dense MLP's column split, down's columns likewise (row split). Mixtral
-// names them block_sparse_moe.{gate, experts.J.w1 (gate), w3 (up), w2 (down)}; Qwen3-MoE
-// mlp.{gate, experts.J.gate_proj, up_proj, down_proj}.
-void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range slice, Staging& big, Backend& be,
-                  LayerShard& L) {
+// A sparse MoE block's router (whole) and, of the experts this rank holds (`held`: all of them
+// under parallel.experts: tensor, a block under expert), its slice of each: gate and up rows
+// [e0, e0 + ne) like the dense MLP's column split, down's columns likewise (row split); the whole
+// width under expert. Every expert's shapes are checked on every rank, so all ranks name the same
+// bad tensor. Mixtral names them block_sparse_moe.{gate, experts.J.w1 (gate), w3 (up), w2 (down)};
+// Qwen3-MoE mlp.{gate, experts.J.gate_proj, up_proj, down_proj}.
+void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range held, Range slice, Staging& big,
+                  Backend& be, LayerShard& L) {
   const bool mixtral = cfg.architecture == "MixtralForCausalLM";
   const std::string block = "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe." : ".mlp.");
   const int64_t H = cfg.hidden_size, E = cfg.num_experts, I = cfg.expert_intermediate_size;
   const int64_t e0 = slice.begin, ne = slice.size();
   if (ne == 0)  // balanced_split gives some rank nothing only when the width is below the TP degree
     throw Error(std::string("the experts' FFN width ") + (mixtral ? "intermediate_size " : "moe_intermediate_size ") +
-                std::to_string(I) + " is smaller than the tensor-parallel degree: every rank needs a slice of each expert");
+                std::to_string(I) + " is smaller than the tensor-parallel degree: every rank needs a slice of each expert "
+                "(parallel.experts: expert keeps experts whole)");
   w.expect_shape(block + "gate.weight", {E, H});
   L.router = big.rows(block + "gate.weight", 0, E, 0, H).upload(be);
   for (int64_t e = 0; e < E; ++e) {
@@ -75,6 +78,7 @@ void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, R
     w.expect_shape(gate, {I, H});
     w.expect_shape(up, {I, H});
     w.expect_shape(down, {H, I});
+    if (e < held.begin || e >= held.end) continue;
     L.expert_gu.push_back(big.rows(gate, e0, ne, 0, H).rows(up, e0, ne, 0, H).upload(be));
     L.expert_down.push_back(big.rows(down, 0, H, e0, ne).upload(be));
   }
@@ -116,8 +120,9 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   s.q_heads = s.q_head_range.size();
   s.kv_heads = s.kv_head_range.size();
   s.inter = s.inter_range.size();
-  s.expert_inter_range = balanced_split(cfg.expert_intermediate_size, t, r);
+  s.expert_inter_range = expert_inter_of_rank(cfg, place);
   s.expert_inter = cfg.num_experts > 0 ? s.expert_inter_range.size() : 0;
+  s.expert_range = cfg.num_experts > 0 ? experts_of_rank(cfg, place) : Range{};
   for (int i = 0; i < t; ++i) s.vocab_shard_max = std::max(s.vocab_shard_max, balanced_split(cfg.vocab_size, t, i).size());
   auto upload_freqs = [&](const std::vector<double>& freqs) {
     std::vector<float> inv;
@@ -186,7 +191,7 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
                    .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
                    .upload(be);
       if (moe) {
-        load_experts(cfg, w, layer, s.expert_inter_range, big, be, L);
+        load_experts(cfg, w, layer, s.expert_range, s.expert_inter_range, big, be, L);
       } else {
         w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
         w.expect_shape(name("mlp.up_proj.weight"), {I, H});

@@ -34,11 +34,13 @@ struct LayerShard {
   Buffer wgu;                    // [2 * inter, H]: gate rows then up rows (dense layers)
   Buffer wdown;                  // [H, inter]
   // Mixture-of-experts layers (Mixtral, Qwen3-MoE; wgu/wdown empty): the router, replicated on
-  // every rank, and each expert's gate/up rows and down columns of this rank, split like the
-  // dense MLP, so the experts' partial outputs sum into one allreduce.
+  // every rank, and the experts this rank holds (LlamaShard::expert_range): under
+  // parallel.experts: tensor every expert's gate/up rows and down columns of this rank, split like
+  // the dense MLP; under expert whole experts, a block of them. Either way the rank's output is a
+  // partial sum, and one allreduce completes the layer.
   Buffer router;                     // [experts, H]
-  std::vector<Buffer> expert_gu;     // per expert [2 * expert_inter, H]: gate rows then up rows
-  std::vector<Buffer> expert_down;   // per expert [H, expert_inter]
+  std::vector<Buffer> expert_gu;     // per held expert [2 * expert_inter, H]: gate rows then up rows
+  std::vector<Buffer> expert_down;   // per held expert [H, expert_inter]
   bool is_moe() const { return !router.empty(); }
 };
 
@@ -50,6 +52,7 @@ struct LlamaShard {
   int64_t kv_heads = 0;       // local
   int64_t inter = 0;          // local intermediate size
   int64_t expert_inter = 0;   // local width of each expert's FFN (MoE layers)
+  Range expert_range;         // the experts this rank holds (MoE layers; expert_gu[e - begin])
   Range q_head_range, kv_head_range, inter_range, expert_inter_range, vocab_range;
   int64_t vocab_shard_max = 0;   // largest vocab shard over the TP group (for padded gathers)
   Buffer inv_freq;               // RoPE, F32 [head_dim / 2]

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -55,9 +57,63 @@ MoeRouting route_tokens(std::span<const float> logits, int64_t tokens, int64_t e
   return r;
 }
 
+int64_t MoeScratch::bytes(DType activation) const {
+  return logits_f32 * 4 + (gathered + gate_up + act + out) * static_cast<int64_t>(dtype_size(activation));
+}
+
+MoeScratch moe_scratch(const ModelConfig& c, const ShardPlacement& placement, int64_t rows) {
+  MoeScratch s;
+  if (c.num_experts <= 0 || rows <= 0) return s;
+  const int64_t H = c.hidden_size, I = expert_inter_of_rank(c, placement).size();
+  const int64_t slots = rows * std::min<int64_t>(c.experts_per_token, experts_of_rank(c, placement).size());
+  s.logits_f32 = rows * c.num_experts;
+  s.gathered = slots * H;
+  s.gate_up = slots * 2 * I;
+  s.act = slots * I;
+  s.out = (slots + 1) * H;
+  return s;
+}
+
+int64_t moe_routing_host_bytes(const ModelConfig& c, int64_t rows) {
+  if (c.num_experts <= 0) return 0;
+  const int64_t slots = rows * c.experts_per_token;
+  // logits (float), slot_token / token_slot / local_slot (int64), token_weight / local_weight
+  // (float), token_expert (int32), expert_begin.
+  return rows * c.num_experts * 4 + slots * (3 * 8 + 2 * 4 + 4) + (c.num_experts + 1) * 8;
+}
+
 BufferView MoeBlock::scratch(Backend& be, Buffer& b, size_t count, DType dtype) {
   if (b.count() < count || b.dtype() != dtype) b = be.alloc(std::max(count, b.count() + b.count() / 4), dtype);
   return b.view();
+}
+
+MoeBlock::~MoeBlock() {
+  if (!load_ || load_->layer_steps == 0 || !std::getenv("TPBATCH_MOE_STATS")) return;
+  const MoeLoad& l = *load_;
+  std::fprintf(stderr,
+               "[tpbatch] moe routing (tp rank %d): %lld layer-steps; tokens per rank per layer-step under the "
+               "expert split: max / mean = %.3f; experts run per layer-step on this rank: %.2f of %lld held\n",
+               tp_rank_, static_cast<long long>(l.layer_steps), l.sum_max_rank_slots / l.sum_mean_rank_slots,
+               l.sum_experts_run / static_cast<double>(l.layer_steps), static_cast<long long>(l.experts_held));
+}
+
+// Every rank routes identically, so each can count every rank's load under the expert split.
+void MoeBlock::count_load(const LlamaShard& shard) {
+  const ModelConfig& c = shard.config;
+  const int t = shard.placement.tensor;
+  MoeLoad& l = *load_;
+  int64_t most = 0;
+  for (int r = 0; r < t; ++r) {
+    const Range e = balanced_split(c.num_experts, t, r);
+    most = std::max(most, routing_.expert_begin[size_t(e.end)] - routing_.expert_begin[size_t(e.begin)]);
+  }
+  ++l.layer_steps;
+  l.sum_max_rank_slots += static_cast<double>(most);
+  l.sum_mean_rank_slots += static_cast<double>(routing_.tokens * routing_.top_k) / t;
+  for (int64_t e = shard.expert_range.begin; e < shard.expert_range.end; ++e)
+    l.sum_experts_run += routing_.expert_begin[size_t(e + 1)] > routing_.expert_begin[size_t(e)];
+  l.experts_held = shard.expert_range.size();
+  tp_rank_ = shard.placement.tp_rank;
 }
 
 void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L, BufferView h, int64_t rows,
@@ -67,32 +123,56 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
   const DType act = be.activation_dtype();
   if (rows == 0) return;
   // Router logits of every token, in F32, to the host (small: rows x experts).
-  BufferView logits = scratch(be, logits_, static_cast<size_t>(rows * E), DType::F32);
+  const MoeScratch need = moe_scratch(c, shard.placement, rows);
+  BufferView logits = scratch(be, logits_, static_cast<size_t>(need.logits_f32), DType::F32);
   be.matmul_nt(h, L.router.view(), logits, rows, E, H);
   host_logits_.resize(static_cast<size_t>(rows * E));
   be.download(logits, host_logits_.data(), host_logits_.size() * sizeof(float));
   routing_ = route_tokens(host_logits_, rows, E, k, c.norm_topk_prob);
+  count_load(shard);
 
-  // Tokens grouped by expert, then each expert's FFN on its group (its slice of this rank).
-  const size_t slots = static_cast<size_t>(rows * k);
-  BufferView gathered = scratch(be, gathered_, slots * H, act);
-  BufferView gu = scratch(be, gu_, slots * 2 * I, act);
-  BufferView a = scratch(be, act_, slots * I, act);
-  BufferView y = scratch(be, expert_out_, slots * H, act);
-  be.copy_rows(h, H, routing_.slot_token, H, gathered, H);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t b = routing_.expert_begin[size_t(e)], n = routing_.expert_begin[size_t(e + 1)] - b;
-    if (n == 0) continue;
-    be.matmul_nt(gathered.at(b * H), L.expert_gu[size_t(e)].view(), gu.at(b * 2 * I), n, 2 * I, H);
+  // This rank's experts' slots are consecutive (slots are grouped by expert, and the rank holds a
+  // block of experts): [s0, s0 + n). Under the tensor split that is every slot.
+  const Range held = shard.expert_range;
+  const int64_t s0 = routing_.expert_begin[size_t(held.begin)];
+  const int64_t n = routing_.expert_begin[size_t(held.end)] - s0;
+  const bool every_slot = n == rows * k;
+  BufferView gathered = scratch(be, gathered_, static_cast<size_t>(need.gathered), act);
+  BufferView gu = scratch(be, gu_, static_cast<size_t>(need.gate_up), act);
+  BufferView a = scratch(be, act_, static_cast<size_t>(need.act), act);
+  BufferView y = scratch(be, expert_out_, static_cast<size_t>(need.out), act);
+  if (n > 0) {
+    // Tokens grouped by expert, then each expert's FFN on its group.
+    be.copy_rows(h, H, std::span<const int64_t>(routing_.slot_token).subspan(size_t(s0), size_t(n)), H, gathered, H);
+    for (int64_t e = held.begin; e < held.end; ++e) {
+      const int64_t b = routing_.expert_begin[size_t(e)] - s0, m = routing_.expert_begin[size_t(e + 1)] - s0 - b;
+      if (m == 0) continue;
+      be.matmul_nt(gathered.at(b * H), L.expert_gu[size_t(e - held.begin)].view(), gu.at(b * 2 * I), m, 2 * I, H);
+    }
+    be.silu_mul(gu, a, n, I);  // each slot's row is [gate | up] of its expert
+    for (int64_t e = held.begin; e < held.end; ++e) {
+      const int64_t b = routing_.expert_begin[size_t(e)] - s0, m = routing_.expert_begin[size_t(e + 1)] - s0 - b;
+      if (m == 0) continue;
+      be.matmul_nt(a.at(b * I), L.expert_down[size_t(e - held.begin)].view(), y.at(b * H), m, H, I);
+    }
   }
-  be.silu_mul(gu, a, static_cast<int64_t>(slots), I);  // each slot's row is [gate | up] of its expert
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t b = routing_.expert_begin[size_t(e)], n = routing_.expert_begin[size_t(e + 1)] - b;
-    if (n == 0) continue;
-    be.matmul_nt(a.at(b * I), L.expert_down[size_t(e)].view(), y.at(b * H), n, H, I);
+  // Each token: its k experts' outputs, weighted by the router. A choice of another rank's expert
+  // reads a zero row with weight 0 (that rank adds it), so the allreduce sums each choice once.
+  if (every_slot) {
+    be.weighted_row_sum(y, routing_.token_slot, routing_.token_weight, k, H, out);
+    return;
   }
-  // Each token: its k experts' outputs, weighted by the router.
-  be.weighted_row_sum(y, routing_.token_slot, routing_.token_weight, k, H, out);
+  zeros_.assign(static_cast<size_t>(H) * dtype_size(act), 0);
+  be.upload(y.at(n * H), zeros_.data(), zeros_.size());
+  local_slot_.resize(routing_.token_slot.size());
+  local_weight_.resize(routing_.token_slot.size());
+  for (size_t i = 0; i < routing_.token_slot.size(); ++i) {
+    const int64_t slot = routing_.token_slot[i] - s0;
+    const bool mine = slot >= 0 && slot < n;
+    local_slot_[i] = mine ? slot : n;
+    local_weight_[i] = mine ? routing_.token_weight[i] : 0.0f;
+  }
+  be.weighted_row_sum(y, local_slot_, local_weight_, k, H, out);
 }
 
 }  // namespace tpbatch

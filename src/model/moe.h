@@ -4,13 +4,19 @@
 //   Qwen3-MoE when norm_topk_prob) renormalise -> tokens grouped by expert -> per expert: its
 //   rows gathered, gate/up matmul, SiLU(gate) * up, down matmul -> each token's k outputs
 //   weighted and summed.
-// Each expert's gate/up rows and down columns are this rank's slice (the dense MLP's split), so
-// the output is this rank's partial sum and the caller's one allreduce completes every expert at
-// once. Every rank routes the same way: the router reads the hidden state the previous allreduce
-// made identical on all of them.
+// The rank holds the experts of LlamaShard::expert_range (model/shard_placement.h):
+//   parallel.experts: tensor  every expert, its gate/up rows and down columns of this rank (the
+//                             dense MLP's split): the output is this rank's partial sum of every
+//                             expert's output;
+//   parallel.experts: expert  a block of whole experts: the rank runs only the tokens routed to them
+//                             and its output is the sum over its experts (zero for the others').
+// Either way the caller's one allreduce completes the layer, and no tokens are exchanged: every
+// rank routes the same way, the router reading the hidden state the previous allreduce made
+// identical on all of them.
 // The routing is done on the host (the router's output is small: rows x experts floats), so each
 // MoE layer downloads it once: a synchronisation per layer on an asynchronous backend (CUDA).
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -34,19 +40,58 @@ struct MoeRouting {
 MoeRouting route_tokens(std::span<const float> logits, int64_t tokens, int64_t experts, int64_t top_k,
                         bool renormalise);
 
+// The block's backend scratch for a step of `rows` tokens, in elements of its dtype: what
+// MoeBlock::forward allocates (at least), and what `tpbatch plan` counts.
+//   logits     rows x experts, F32 (the router's output)
+//   gathered   slots x H          each slot's token row
+//   gate/up    slots x 2 inter    this rank's width of each expert (all of it under expert)
+//   act        slots x inter
+//   out        (slots + 1) x H    the experts' outputs, and a zero row for the slots of other ranks
+// in the activation dtype, where slots = rows x min(top_k, experts held): a token can reach at
+// most that many of this rank's experts.
+struct MoeScratch {
+  int64_t logits_f32 = 0, gathered = 0, gate_up = 0, act = 0, out = 0;
+  int64_t bytes(DType activation) const;
+};
+MoeScratch moe_scratch(const ModelConfig& config, const ShardPlacement& placement, int64_t rows);
+// The host routing of a step (logits downloaded, MoeRouting's vectors), bytes.
+int64_t moe_routing_host_bytes(const ModelConfig& config, int64_t rows);
+
+// Tokens per rank per MoE layer-step, for the routing's load imbalance under the expert split
+// (the rank whose experts are most popular sets the step's pace): summed over the steps seen.
+struct MoeLoad {
+  int64_t layer_steps = 0;
+  double sum_max_rank_slots = 0, sum_mean_rank_slots = 0;  // under the expert split's partition
+  double sum_experts_run = 0;   // experts of this rank with at least one token, per layer-step
+  int64_t experts_held = 0;
+};
+
 // The block's scratch memory, grown to the largest step seen, and its forward pass.
 class MoeBlock {
  public:
+  MoeBlock() = default;
+  MoeBlock(MoeBlock&&) = default;
+  MoeBlock& operator=(MoeBlock&&) = default;
+  // With TPBATCH_MOE_STATS set, prints the routing's load (MoeLoad) to stderr: a measurement aid.
+  ~MoeBlock();
+
   // out[rows, H] = this rank's partial MoE output for the normed hidden state h[rows, H].
   void forward(Backend& be, const LlamaShard& shard, const LayerShard& layer, BufferView h, int64_t rows,
                BufferView out);
   const MoeRouting& last_routing() const { return routing_; }
+  const MoeLoad& load() const { return *load_; }
 
  private:
   BufferView scratch(Backend& be, Buffer& b, size_t count, DType dtype);
+  void count_load(const LlamaShard& shard);
   Buffer logits_, gathered_, gu_, act_, expert_out_;
   std::vector<float> host_logits_;
+  std::vector<int64_t> local_slot_;    // token_slot in this rank's slots (the zero row for other ranks')
+  std::vector<float> local_weight_;    // token_weight, 0 for other ranks' experts
+  std::vector<char> zeros_;
   MoeRouting routing_;
+  std::unique_ptr<MoeLoad> load_ = std::make_unique<MoeLoad>();  // null once moved from: reported once
+  int tp_rank_ = 0;
 };
 
 }  // namespace tpbatch

@@ -1,7 +1,12 @@
 #pragma once
-// Where one rank's shard sits in a layout: its tensor-parallel slice and its pipeline stage's
-// layers. The loader (run_job) and `tpbatch plan` (plan/memory_ledger.cpp) both build it here, so
-// the bytes the plan counts are those of the shard the run loads.
+// Where one rank's shard sits in a layout: its tensor-parallel slice, its pipeline stage's layers,
+// and how the mixture-of-experts layers are split over the TP group. The loader (run_job) and
+// `tpbatch plan` (plan/memory_ledger.cpp) both build it here, so the bytes the plan counts are
+// those of the shard the run loads.
+#include <cstdint>
+#include <string>
+
+#include "job/job_spec.h"
 #include "model/config.h"
 #include "topology/layout.h"
 
@@ -13,9 +18,26 @@ struct ShardPlacement {
   Range layers;         // this pipeline stage's layers
   bool has_embedding = true;   // first stage
   bool has_lm_head = true;     // last stage
+  // Mixture-of-experts layers (parallel.experts): kTensor, each expert's gate/up rows and down
+  // columns split like the dense MLP; kExpert, whole experts, experts_of_rank() of them.
+  ExpertSplit experts = ExpertSplit::kTensor;
 };
 
 // The placement of the rank at (pipeline stage `stage`, tensor rank `tp_rank`) of `layout`.
-ShardPlacement shard_placement(const ModelConfig& config, const Layout& layout, int stage, int tp_rank);
+ShardPlacement shard_placement(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
+                               ExpertSplit experts);
+
+// The experts whose weights the rank holds: all of them under kTensor (a slice of each), a
+// contiguous block of num_experts / tensor under kExpert. Contiguous rather than round-robin:
+// Mixtral's and Qwen3-MoE's routers pick experts by score alone (no grouped routing that would make
+// neighbouring ids popular together), so neither layout balances better on its own; a block is one
+// Range, the same arithmetic as every other split of the shard, and vLLM's default expert map.
+Range experts_of_rank(const ModelConfig& config, const ShardPlacement& placement);
+// The width of each expert's FFN the rank holds: its slice of it under kTensor, all of it under kExpert.
+Range expert_inter_of_rank(const ModelConfig& config, const ShardPlacement& placement);
+
+// Why parallel.experts cannot be honoured for this model at parallel.tensor = `tensor`, or "":
+// kExpert needs a mixture-of-experts model and a number of experts divisible by the TP degree.
+std::string expert_split_problem(const ModelConfig& config, ExpertSplit experts, int64_t tensor);
 
 }  // namespace tpbatch

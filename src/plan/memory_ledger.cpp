@@ -54,11 +54,12 @@ std::vector<Layout> legal_layouts(const ModelConfig& config, int world_size, int
   return out;
 }
 
-int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, DType weight_dtype) {
+int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, DType weight_dtype,
+                               ExpertSplit experts) {
   int64_t most = 0;
   for (int s = 0; s < layout.pipeline; ++s)
     for (int r = 0; r < layout.tensor; ++r)
-      most = std::max(most, shard_weight_bytes(config, shard_placement(config, layout, s, r), weight_dtype));
+      most = std::max(most, shard_weight_bytes(config, shard_placement(config, layout, s, r, experts), weight_dtype));
   return most;
 }
 
@@ -104,7 +105,7 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   g.pipeline = layout.pipeline;
   g.data = layout.data();
   g.layers_per_stage = layers_of_stage(config.num_layers, layout.pipeline, 0).size();
-  g.weights_bytes_per_rank = weights_bytes_per_rank(config, layout, in.weight_dtype);
+  g.weights_bytes_per_rank = weights_bytes_per_rank(config, layout, in.weight_dtype, in.experts);
   g.kv_bytes_per_token_per_rank = kv_bytes_per_token_per_rank(config, layout, in.kv_dtype);
   g.reserved_bytes_per_rank = reserved_bytes_per_rank(config, layout, in);
   const double usable = std::floor(static_cast<double>(in.device_memory_bytes) * in.memory_utilization);
@@ -113,7 +114,7 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   bool first = true;
   for (int s = 0; s < layout.pipeline; ++s) {
     for (int r = 0; r < layout.tensor; ++r) {
-      const int64_t w = shard_weight_bytes(config, shard_placement(config, layout, s, r), in.weight_dtype);
+      const int64_t w = shard_weight_bytes(config, shard_placement(config, layout, s, r, in.experts), in.weight_dtype);
       const int64_t budget = static_cast<int64_t>(usable) - w - g.reserved_bytes_per_rank;
       const int64_t per_token = stage_kv_bytes_per_token(config, layout, s, r, in.kv_dtype);
       const int64_t tokens = budget <= 0 || per_token <= 0 ? 0 : budget / per_token;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend/dtype.h"
+#include "job/job_spec.h"
 #include "model/config.h"
 #include "topology/layout.h"
 
@@ -67,6 +68,7 @@ struct PlanInputs {
   int64_t row_tokens = 1152;            // one row of the job: prompt + max_new_tokens
   double alpha_us = kNvlinkAlphaUs;
   double bandwidth_gbs = kNvlinkBusBandwidthGBs;  // bus bandwidth, GB/s (1e9 bytes)
+  ExpertSplit experts = ExpertSplit::kTensor;     // parallel.experts (mixture-of-experts layers)
 };
 
 struct LayoutLedger {
@@ -109,7 +111,8 @@ bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node);
 std::vector<Layout> legal_layouts(const ModelConfig& config, int world_size, int ranks_per_node);
 
 // Per-rank quantities of one layout (max over its ranks).
-int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, DType weight_dtype);
+int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, DType weight_dtype,
+                               ExpertSplit experts = ExpertSplit::kTensor);
 int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& layout, DType kv_dtype);
 int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& layout, const PlanInputs& in);

@@ -15,6 +15,7 @@
 #include "job/job_spec.h"
 #include "model/llama_shard.h"
 #include "model/safetensors.h"
+#include "model/shard_placement.h"
 
 namespace tpbatch {
 namespace {
@@ -186,6 +187,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   if (!ec && std::filesystem::is_regular_file(job_file, ec)) sets.push_back("input.path=" + job_file.string());
   const JobSpec job = load_job(o.job_path, sets);
   const ModelConfig cfg = load_model_config(job.model);
+  if (const std::string p = expert_split_problem(cfg, job.parallel.experts, 1); !p.empty()) throw JobError(p);
 
   // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
   // 0 goes on (and measures memory and GEMM alone, the others idle).
@@ -218,6 +220,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.memory_utilization = job.engine.memory_utilization;
   in.max_batch_tokens = job.engine.max_batch_tokens;
   in.max_seqs = job.engine.max_seqs;
+  in.experts = job.parallel.experts;
   in.row_tokens = o.row_tokens > 0
                       ? o.row_tokens
                       : std::min<int64_t>(cfg.max_position_embeddings, 1024 + job.sampling.max_new_tokens);
