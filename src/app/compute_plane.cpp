@@ -2,29 +2,44 @@
 
 #include <mpi.h>
 
+#include <optional>
+
 #include "backend/device_selection.h"
 #include "common/error.h"
+#include "model/llama_shard.h"
 #include "topology/mpi_tensor_communicator.h"
 #ifdef TPBATCH_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
 
 namespace tpbatch {
+namespace {
+
+// The backend `device:` asks for; none for auto (choose_backend decides).
+std::optional<BackendKind> requested_backend(Device device) {
+  switch (device) {
+    case Device::kCpu: return BackendKind::kCpu;
+    case Device::kCuda: return BackendKind::kCuda;
+    case Device::kAuto: break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
   ComputePlane plane;
   int mine = 0;
 #ifdef TPBATCH_HAVE_CUDA
-  if (job.device != "cpu") mine = cuda_device_count();
+  if (job.device != Device::kCpu) mine = cuda_device_count();
 #endif
   int fewest = 0;
   MPI_Allreduce(&mine, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   const bool every_rank_has_gpu = fewest > 0;
 #ifndef TPBATCH_HAVE_CUDA
-  if (job.device == "cuda") throw JobError("device: cuda requested but this tpbatch was built without the CUDA backend");
+  if (job.device == Device::kCuda) throw JobError("device: cuda requested but this tpbatch was built without the CUDA backend");
 #endif
-  const std::string chosen = choose_backend(job.device, every_rank_has_gpu);
-  if (chosen == "cuda") {
+  if (choose_backend(requested_backend(job.device), every_rank_has_gpu) == BackendKind::kCuda) {
 #ifdef TPBATCH_HAVE_CUDA
     plane.device = device_for_local_rank(topo.local_rank, mine);
     // Two ranks of one TP group on one GPU: NCCL refuses it, and each would get half the memory.
@@ -32,15 +47,15 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
     plane.backend = make_cuda_backend(plane.device);
     plane.tp = make_nccl_communicator(topo.tp->comm(), *plane.backend);
     plane.pp = make_nccl_communicator(topo.pp->comm(), *plane.backend);
-    plane.reason = "device: " + job.device + ", every rank sees a GPU (rank 0 on GPU " +
-                   std::to_string(plane.device) + "); NCCL in the TP groups";
+    plane.reason = std::string("device: ") + (job.device == Device::kCuda ? "cuda" : "auto") +
+                   ", every rank sees a GPU (rank 0 on GPU " + std::to_string(plane.device) + "); NCCL in the TP groups";
 #endif
     return plane;
   }
   plane.backend = make_cpu_backend();
   plane.tp = std::make_unique<MpiTensorCommunicator>(topo.tp->comm(), *plane.backend);
   plane.pp = std::make_unique<MpiTensorCommunicator>(topo.pp->comm(), *plane.backend);
-  if (job.device == "cpu")
+  if (job.device == Device::kCpu)
     plane.reason = "device: cpu";
 #ifdef TPBATCH_HAVE_CUDA
   else
@@ -53,9 +68,7 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
 }
 
 DType kv_cache_dtype(const JobSpec& job, const Backend& backend) {
-  if (job.engine.kv_cache_dtype == "float32") return DType::F32;
-  if (job.engine.kv_cache_dtype == "bfloat16") return DType::BF16;
-  return backend.default_kv_dtype();
+  return dtype_of(job.engine.kv_cache_dtype).value_or(backend.default_kv_dtype());
 }
 
 }  // namespace tpbatch

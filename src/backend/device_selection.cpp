@@ -40,15 +40,11 @@ std::vector<RankGpu> gather_group_gpus(MPI_Comm group, int node, int device) {
   return out;
 }
 
-std::string choose_backend(const std::string& device_setting, bool every_rank_has_gpu) {
-  if (device_setting == "cpu") return "cpu";
-  if (device_setting == "auto") return every_rank_has_gpu ? "cuda" : "cpu";
-  if (device_setting == "cuda") {
-    if (!every_rank_has_gpu)
-      throw JobError("device: cuda requested but not every rank has a CUDA GPU (use device: auto or cpu)");
-    return "cuda";
-  }
-  throw JobError("device: '" + device_setting + "' is not one of cpu, cuda, auto");
+BackendKind choose_backend(std::optional<BackendKind> requested, bool every_rank_has_gpu) {
+  if (!requested) return every_rank_has_gpu ? BackendKind::kCuda : BackendKind::kCpu;
+  if (*requested == BackendKind::kCuda && !every_rank_has_gpu)
+    throw JobError("device: cuda requested but not every rank has a CUDA GPU (use device: auto or cpu)");
+  return *requested;
 }
 
 AllreduceAlgo use_custom_allreduce(size_t bytes, int ranks, bool p2p, bool enabled) {

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,11 @@ bool shared_gpu_allowed_by_env();
 // check_tp_group_gpus).
 std::vector<RankGpu> gather_group_gpus(MPI_Comm group, int node, int device);
 
-// The backend for a job's `device:` setting: "cpu" -> "cpu"; "cuda" -> "cuda" when every rank has
-// a GPU, else a JobError naming the problem; "auto" -> "cuda" only when every rank has a GPU.
-std::string choose_backend(const std::string& device_setting, bool every_rank_has_gpu);
+enum class BackendKind { kCpu, kCuda };
+// The backend for a job's `device:` setting, given as the backend it asks for (none: auto): cpu ->
+// cpu; cuda -> cuda when every rank has a GPU, else a JobError naming the problem; auto -> cuda
+// only when every rank has a GPU.
+BackendKind choose_backend(std::optional<BackendKind> requested, bool every_rank_has_gpu);
 
 // Which allreduce to use for a message (vLLM's custom allreduce rules): NCCL when the custom
 // kernels are disabled, without P2P between all ranks, for 1 or more than 8 ranks, odd rank

@@ -30,8 +30,8 @@ bool is_embed(const JobSpec& j) { return j.task == "embed"; }
 const std::vector<JobKey>& job_keys() {
   static const std::vector<JobKey> keys = {
       {"model", Text{JOB_FIELD(model), TextRule::kRequired}},
-      {"dtype", Choice{JOB_FIELD(dtype), {"auto", "float32", "bfloat16", "float16"}}},
-      {"device", Choice{JOB_FIELD(device), {"auto", "cpu", "cuda"}}},
+      {"dtype", EnumChoice{{"auto", "float32", "bfloat16", "float16"}, JOB_ENUM_FIELD(dtype, DTypeChoice)}},
+      {"device", EnumChoice{{"auto", "cpu", "cuda"}, JOB_ENUM_FIELD(device, Device)}},
 
       {"parallel.tensor", Integer{JOB_FIELD(parallel.tensor), 1}},
       {"parallel.pipeline", Integer{JOB_FIELD(parallel.pipeline), 1}},
@@ -83,7 +83,9 @@ const std::vector<JobKey>& job_keys() {
       {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
       {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},
       {"engine.kv_cache_tokens", Integer{JOB_FIELD(engine.kv_cache_tokens), 0}},
-      {"engine.kv_cache_dtype", Choice{JOB_FIELD(engine.kv_cache_dtype), {"auto", "float32", "bfloat16"}}},
+      // The first three of DTypeChoice (no float16 KV cache).
+      {"engine.kv_cache_dtype",
+       EnumChoice{{"auto", "float32", "bfloat16"}, JOB_ENUM_FIELD(engine.kv_cache_dtype, DTypeChoice)}},
       {"engine.memory_utilization", Number{JOB_FIELD(engine.memory_utilization), 0.0, true, 1.0}},
       {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1}},
       {"engine.threads", Integer{JOB_FIELD(engine.threads), 0}},

@@ -18,6 +18,10 @@ enum class ScoreTokenization { kJoint, kSeparate };       // joint | separate
 enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_first
 enum class ExpertSplit { kTensor, kExpert };              // tensor | expert (parallel.experts)
 enum class Truncate { kError, kLeft };                    // error | left
+enum class Device { kAuto, kCpu, kCuda };                 // auto | cpu | cuda
+// dtype: auto (the checkpoint's) | float32 | bfloat16 | float16; engine.kv_cache_dtype: auto (the
+// backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16.
+enum class DTypeChoice { kAuto, kFloat32, kBFloat16, kFloat16 };
 
 struct ParallelSpec {
   int64_t tensor = 1;
@@ -56,7 +60,7 @@ struct EngineSpec {
   int64_t max_batch_tokens = 4096;
   int64_t max_seqs = 64;
   int64_t kv_cache_tokens = 0;         // 0 = from free memory
-  std::string kv_cache_dtype = "auto"; // auto (the backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16
+  DTypeChoice kv_cache_dtype = DTypeChoice::kAuto;  // auto (the backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16
   double memory_utilization = 0.90;
   int64_t block_size = 16;             // KV cache block, in tokens
   int64_t threads = 0;                 // BLAS threads per rank; 0 = cores / ranks on the node
@@ -70,8 +74,8 @@ struct EngineSpec {
 
 struct JobSpec {
   std::string model;                   // resolved model folder
-  std::string dtype = "auto";          // auto | float32 | bfloat16 | float16
-  std::string device = "auto";         // auto | cpu | cuda
+  DTypeChoice dtype = DTypeChoice::kAuto;  // auto | float32 | bfloat16 | float16
+  Device device = Device::kAuto;       // auto | cpu | cuda
   ParallelSpec parallel;
   InputSpec input;
   std::string task = "generate";       // generate | score | embed

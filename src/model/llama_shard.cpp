@@ -86,12 +86,17 @@ void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, R
 
 }  // namespace
 
-DType weight_dtype_for(const std::string& job_dtype, DType storage) {
-  if (job_dtype == "float32") return DType::F32;
-  if (job_dtype == "bfloat16") return DType::BF16;
-  if (job_dtype == "float16") return DType::F16;
-  return storage;
+std::optional<DType> dtype_of(DTypeChoice choice) {
+  switch (choice) {
+    case DTypeChoice::kFloat32: return DType::F32;
+    case DTypeChoice::kBFloat16: return DType::BF16;
+    case DTypeChoice::kFloat16: return DType::F16;
+    case DTypeChoice::kAuto: break;
+  }
+  return std::nullopt;
 }
+
+DType weight_dtype_for(DTypeChoice job_dtype, DType storage) { return dtype_of(job_dtype).value_or(storage); }
 
 size_t LlamaShard::weight_bytes() const {
   size_t n = embedding.bytes() + lm_head.bytes() + final_norm.bytes();

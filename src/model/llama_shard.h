@@ -8,10 +8,12 @@
 // and gate_up_proj are cut into the same slices (rows of q, k, v; rows of gate, up).
 // Norm weights are stored as the factor they multiply by: Gemma's (1 + weight) is added at load.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "job/job_spec.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
@@ -66,9 +68,11 @@ struct LlamaShard {
   size_t weight_bytes() const;
 };
 
-// The dtype the weights are kept in: `job_dtype` ("auto" | "float32" | "bfloat16" | "float16")
-// applied to the checkpoint's storage dtype (auto keeps it).
-DType weight_dtype_for(const std::string& job_dtype, DType storage);
+// The dtype a job's choice names (dtype, engine.kv_cache_dtype); none for auto.
+std::optional<DType> dtype_of(DTypeChoice choice);
+// The dtype the weights are kept in: the job's dtype applied to the checkpoint's storage dtype
+// (auto keeps it).
+DType weight_dtype_for(DTypeChoice job_dtype, DType storage);
 
 // Validates every tensor's shape against the config (naming the tensor on mismatch) and uploads
 // this rank's slices to the backend, once, straight from the memory-mapped checkpoint.

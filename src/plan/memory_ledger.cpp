@@ -28,9 +28,8 @@ DType dtype_of_name(const std::string& name, const std::string& key) {
   throw JobError(key + ": unsupported dtype '" + name + "' (float32, bfloat16 or float16)");
 }
 
-DType kv_cache_dtype_for(const std::string& kv_cache_dtype, const std::string& device) {
-  if (kv_cache_dtype == "auto") return device == "cuda" ? DType::BF16 : DType::F32;
-  return dtype_of_name(kv_cache_dtype, "engine.kv_cache_dtype");
+DType kv_cache_dtype_for(DTypeChoice kv_cache_dtype, const std::string& device) {
+  return dtype_of(kv_cache_dtype).value_or(device == "cuda" ? DType::BF16 : DType::F32);
 }
 
 bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node) {

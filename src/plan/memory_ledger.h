@@ -32,6 +32,7 @@
 
 #include "backend/dtype.h"
 #include "job/job_spec.h"
+#include "job/job_spec.h"
 #include "model/config.h"
 #include "topology/layout.h"
 
@@ -100,7 +101,7 @@ struct Plan {
 DType dtype_of_name(const std::string& name, const std::string& key);
 // The KV cache dtype of engine.kv_cache_dtype on a device ("cpu" | "cuda"): auto is float32 on the
 // CPU backend and bfloat16 on CUDA (the backends' default_kv_dtype()).
-DType kv_cache_dtype_for(const std::string& kv_cache_dtype, const std::string& device);
+DType kv_cache_dtype_for(DTypeChoice kv_cache_dtype, const std::string& device);
 
 // True when tensor-parallel groups of `tensor` consecutive ranks stay within nodes of
 // `ranks_per_node` consecutive ranks (as topology.cpp assigns nodes when ranks_per_node is set).

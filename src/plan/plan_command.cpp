@@ -37,17 +37,18 @@ std::string plan_device(const PlanOptions& o, const JobSpec& job) {
     if (o.device != "cpu" && o.device != "cuda") throw JobError("--device must be cpu or cuda, not '" + o.device + "'");
     return o.device;
   }
-  if (job.device == "cpu" || job.device == "cuda") return job.device;
+  if (job.device == Device::kCpu) return "cpu";
+  if (job.device == Device::kCuda) return "cuda";
   return o.device_memory_gib > 0 ? "cuda" : "cpu";
 }
 
 // The weight dtype the run keeps: the job's dtype, and for `auto` the checkpoint's storage dtype (as
 // run_job reads it, from the embedding) when the weights are there, else config.json's torch_dtype.
 DType plan_weight_dtype(const JobSpec& job, const ModelConfig& cfg) {
-  if (job.dtype != "auto") return dtype_of_name(job.dtype, "dtype");
+  if (const auto chosen = dtype_of(job.dtype)) return *chosen;
   const std::filesystem::path dir(job.model);
   if (std::filesystem::exists(dir / "model.safetensors") || std::filesystem::exists(dir / "model.safetensors.index.json"))
-    return weight_dtype_for("auto", WeightStore::open(dir).tensor("model.embed_tokens.weight").dtype);
+    return WeightStore::open(dir).tensor("model.embed_tokens.weight").dtype;
   return dtype_of_name(cfg.torch_dtype, "config.json torch_dtype");
 }
 
@@ -232,7 +233,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
 
   const Plan plan = make_plan(cfg, in);
   const std::string weights = dtype_word(in.weight_dtype);
-  const std::string dtype = job.dtype == "auto" ? weights + " (auto)" : weights;
+  const std::string dtype = job.dtype == DTypeChoice::kAuto ? weights + " (auto)" : weights;
   std::optional<SpeedReport> speed;
   if (wants_speed(o.speed)) {
     const bool given = o.alpha_us >= 0 || o.bandwidth_gbs > 0;

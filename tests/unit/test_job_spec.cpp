@@ -52,8 +52,9 @@ class JobSpecTest : public ::testing::Test {
 TEST_F(JobSpecTest, DefaultsEqualContract) {
   JobSpec j = parse();
   EXPECT_EQ(j.model, (dir_ / "model").string());
-  EXPECT_EQ(j.dtype, "auto");
-  EXPECT_EQ(j.device, "auto");
+  EXPECT_EQ(j.dtype, DTypeChoice::kAuto);
+  EXPECT_EQ(j.device, Device::kAuto);
+  EXPECT_EQ(j.engine.kv_cache_dtype, DTypeChoice::kAuto);
   EXPECT_EQ(j.parallel.tensor, 1);
   EXPECT_EQ(j.parallel.pipeline, 1);
   EXPECT_EQ(j.parallel.ranks_per_node, 0);
@@ -118,8 +119,8 @@ engine:
   custom_allreduce: false
   watchdog_seconds: 60
 )");
-  EXPECT_EQ(j.dtype, "bfloat16");
-  EXPECT_EQ(j.device, "cpu");
+  EXPECT_EQ(j.dtype, DTypeChoice::kBFloat16);
+  EXPECT_EQ(j.device, Device::kCpu);
   EXPECT_EQ(j.parallel.tensor, 2);
   EXPECT_EQ(j.task, "score");
   EXPECT_EQ(j.sampling.temperature, 0.7);
@@ -186,8 +187,20 @@ TEST_F(JobSpecTest, EnumKeysListTheirChoices) {
   EXPECT_NE(extra_error("dtype: fp8\n").find("'dtype' must be one of auto, float32, bfloat16, float16"),
             std::string::npos);
   EXPECT_NE(extra_error("device: tpu\n").find("'device' must be one of auto, cpu, cuda"), std::string::npos);
+  EXPECT_EQ(extra_error("engine:\n  kv_cache_dtype: float16\n"),
+            "job.yaml: 'engine.kv_cache_dtype' must be one of auto, float32, bfloat16, got \"float16\"");
   EXPECT_NE(extra_error("output:\n  if_exists: append\n").find("'output.if_exists' must be one of resume, overwrite, fail"),
             std::string::npos);
+}
+
+// dtype, device and engine.kv_cache_dtype are read into enums and written back by name.
+TEST_F(JobSpecTest, DtypeAndDeviceChoicesAreEnums) {
+  const JobSpec j = parse("", {"dtype=float16", "device=cuda", "engine.kv_cache_dtype=bfloat16"});
+  EXPECT_EQ(j.dtype, DTypeChoice::kFloat16);
+  EXPECT_EQ(j.device, Device::kCuda);
+  EXPECT_EQ(j.engine.kv_cache_dtype, DTypeChoice::kBFloat16);
+  EXPECT_NE(j.effective_yaml.find("dtype: float16\ndevice: cuda\n"), std::string::npos) << j.effective_yaml;
+  EXPECT_NE(j.effective_yaml.find("  kv_cache_dtype: bfloat16\n"), std::string::npos) << j.effective_yaml;
 }
 
 TEST_F(JobSpecTest, EveryRangeValidationNamesItsKey) {
@@ -250,7 +263,7 @@ TEST_F(JobSpecTest, SetOverridesNestedKey) {
   JobSpec j = parse("parallel:\n  tensor: 2\n", {"parallel.tensor=4", "engine.max_seqs=8", "dtype=float32"});
   EXPECT_EQ(j.parallel.tensor, 4);
   EXPECT_EQ(j.engine.max_seqs, 8);
-  EXPECT_EQ(j.dtype, "float32");
+  EXPECT_EQ(j.dtype, DTypeChoice::kFloat32);
 }
 
 TEST_F(JobSpecTest, SetCreatesMissingSection) {

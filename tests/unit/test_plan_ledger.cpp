@@ -170,10 +170,10 @@ TEST(PlanLedger, DtypeNamesAndTheKvCacheRule) {
   EXPECT_EQ(dtype_of_name("float16", "dtype"), DType::F16);
   EXPECT_THROW(dtype_of_name("int8", "dtype"), Error);
   // engine.kv_cache_dtype auto: what the backend keeps (float32 on the CPU, bfloat16 on CUDA).
-  EXPECT_EQ(kv_cache_dtype_for("auto", "cpu"), DType::F32);
-  EXPECT_EQ(kv_cache_dtype_for("auto", "cuda"), DType::BF16);
-  EXPECT_EQ(kv_cache_dtype_for("bfloat16", "cpu"), DType::BF16);
-  EXPECT_EQ(kv_cache_dtype_for("float32", "cuda"), DType::F32);
+  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kAuto, "cpu"), DType::F32);
+  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kAuto, "cuda"), DType::BF16);
+  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kBFloat16, "cpu"), DType::BF16);
+  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kFloat32, "cuda"), DType::F32);
 }
 
 TEST(PlanLedger, SixteenBitWeightsKeepNormsInFloat32) {
