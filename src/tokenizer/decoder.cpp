@@ -137,12 +137,7 @@ class MetaspaceDecoder : public Decoder {
 std::unique_ptr<Decoder> make_decoder(const Json& v, const JsonPath& at) {
   at.check_depth();
   const std::string type = get_string(v, "type", at);
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequenceDecoder>();
-    const Json& arr = require_array(v, "decoders", at);
-    for (size_t i = 0; i < arr.size(); ++i) seq->parts.push_back(make_decoder(arr[i], at.child("decoders").index(i)));
-    return seq;
-  }
+  if (type == "Sequence") return make_sequence<SequenceDecoder>(v, "decoders", at, make_decoder);
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "Replace") {
     auto d = std::make_unique<ReplaceDecoder>();

@@ -2,6 +2,7 @@
 // Checked access to tokenizer.json values: every wrong type or missing key throws tpbatch::Error
 // "<label>: <path> ...". Nothing here lets a malformed file crash the reader.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -35,5 +36,15 @@ std::string as_string(const Json& v, const JsonPath& at);
 int64_t as_int(const Json& v, const JsonPath& at);
 // A single code point given as a one-character string.
 uint32_t get_char(const Json& obj, const char* key, const JsonPath& at);
+
+// A "Sequence" component (of normalizers, pre-tokenizers, post-processors or decoders): a `Seq`
+// whose `parts` are `make` applied to each element of the array `key`, each with its own path.
+template <typename Seq, typename Make>
+std::unique_ptr<Seq> make_sequence(const Json& obj, const char* key, const JsonPath& at, Make make) {
+  auto seq = std::make_unique<Seq>();
+  const Json& arr = require_array(obj, key, at);
+  for (size_t i = 0; i < arr.size(); ++i) seq->parts.push_back(make(arr[i], at.child(key).index(i)));
+  return seq;
+}
 
 }  // namespace tpbatch::tok

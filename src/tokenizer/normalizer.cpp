@@ -144,12 +144,7 @@ const icu::Normalizer2* icu_normalizer(const std::string& type) {
 std::unique_ptr<Normalizer> make_normalizer(const Json& v, const JsonPath& at) {
   at.check_depth();
   const std::string type = get_string(v, "type", at);
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequenceNormalizer>();
-    const Json& arr = require_array(v, "normalizers", at);
-    for (size_t i = 0; i < arr.size(); ++i) seq->parts.push_back(make_normalizer(arr[i], at.child("normalizers").index(i)));
-    return seq;
-  }
+  if (type == "Sequence") return make_sequence<SequenceNormalizer>(v, "normalizers", at, make_normalizer);
   if (type == "Prepend") {
     auto p = std::make_unique<PrependNormalizer>();
     p->prepend = get_string(v, "prepend", at);

@@ -119,13 +119,7 @@ std::unique_ptr<PostProcessor> make_cls_sep(const Json& v, const JsonPath& at) {
 std::unique_ptr<PostProcessor> make_post_processor(const Json& v, const JsonPath& at) {
   at.check_depth();
   const std::string type = get_string(v, "type", at);
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequencePostProcessor>();
-    const Json& arr = require_array(v, "processors", at);
-    for (size_t i = 0; i < arr.size(); ++i)
-      seq->parts.push_back(make_post_processor(arr[i], at.child("processors").index(i)));
-    return seq;
-  }
+  if (type == "Sequence") return make_sequence<SequencePostProcessor>(v, "processors", at, make_post_processor);
   if (type == "ByteLevel") return std::make_unique<NoopPostProcessor>();
   if (type == "TemplateProcessing") return make_template(v, at);
   if (type == "BertProcessing" || type == "RobertaProcessing") return make_cls_sep(v, at);

@@ -189,13 +189,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& v, const JsonPath& 
   at.check_depth();
   const std::string type = get_string(v, "type", at);
   const std::string where = *at.label + ": " + at.path;
-  if (type == "Sequence") {
-    auto seq = std::make_unique<SequencePreTokenizer>();
-    const Json& arr = require_array(v, "pretokenizers", at);
-    for (size_t i = 0; i < arr.size(); ++i)
-      seq->parts.push_back(make_pre_tokenizer(arr[i], at.child("pretokenizers").index(i)));
-    return seq;
-  }
+  if (type == "Sequence") return make_sequence<SequencePreTokenizer>(v, "pretokenizers", at, make_pre_tokenizer);
   if (type == "ByteLevel") {
     auto p = std::make_unique<ByteLevelPreTokenizer>();
     p->add_prefix_space = opt_bool(v, "add_prefix_space", true, at);
