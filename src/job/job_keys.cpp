@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "common/error.h"
 
@@ -163,17 +164,10 @@ std::string quote(const std::string& s) {
   return out + "\"";
 }
 
-bool parse_int64(const std::string& s, int64_t& v) {
-  if (s.empty()) return false;
-  const char* b = s.data();
-  const char* e = b + s.size();
-  if (*b == '+') ++b;
-  auto r = std::from_chars(b, e, v);
-  return r.ec == std::errc() && r.ptr == e;
-}
-
-bool parse_uint64(const std::string& s, uint64_t& v) {
-  if (s.empty() || s[0] == '-') return false;
+// A whole scalar as an integer: an optional '+', then what from_chars reads (no '-' for unsigned).
+template <typename Int>
+bool parse_integer(const std::string& s, Int& v) {
+  if (s.empty() || (std::is_unsigned_v<Int> && s[0] == '-')) return false;
   const char* b = s.data();
   const char* e = b + s.size();
   if (*b == '+') ++b;
@@ -270,7 +264,7 @@ class KeyReader {
                                                          : "an integer >= " + std::to_string(i.min);
     need_scalar(what);
     int64_t v;
-    if (!parse_int64(n_.Scalar(), v) || v < i.min) must_be(what, repr(n_));
+    if (!parse_integer(n_.Scalar(), v) || v < i.min) must_be(what, repr(n_));
     if (i.max && v > *i.max)
       must_be("an integer in [" + std::to_string(i.min) + ", " + std::to_string(*i.max) + "]", std::to_string(v));
     i.field(job_) = v;
@@ -280,7 +274,7 @@ class KeyReader {
     const std::string what = "a non-negative integer";
     need_scalar(what);
     uint64_t v;
-    if (!parse_uint64(n_.Scalar(), v)) must_be(what, repr(n_));
+    if (!parse_integer(n_.Scalar(), v)) must_be(what, repr(n_));
     u.field(job_) = v;
   }
   void operator()(const Number& r) const {
@@ -334,7 +328,7 @@ class KeyReader {
     std::vector<int32_t> v;
     auto one = [&](const YAML::Node& e) {
       int64_t id;
-      if (!e.IsScalar() || !parse_int64(e.Scalar(), id) || id < 0 || id > std::numeric_limits<int32_t>::max())
+      if (!e.IsScalar() || !parse_integer(e.Scalar(), id) || id < 0 || id > std::numeric_limits<int32_t>::max())
         must_be(what, repr(e));
       v.push_back(static_cast<int32_t>(id));
     };
