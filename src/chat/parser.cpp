@@ -403,6 +403,15 @@ class StmtParser {
     return out;
   }
 
+  // Consumes the tag that ended a body (body() leaves it for its caller): a parser over the tag,
+  // past its name (elif, else, endif, endfor).
+  ExprParser closing_tag() {
+    ExprParser tag(p_[i_].tokens);
+    tag.next();
+    ++i_;
+    return tag;
+  }
+
   std::unique_ptr<Stmt> statement(const std::string& kw, ExprParser& e, SourcePos pos) {
     auto s = std::make_unique<Stmt>();
     s->pos = pos;
@@ -414,9 +423,7 @@ class StmtParser {
         std::string found;
         Body b = body({"elif", "else", "endif"}, found);
         s->branches.emplace_back(std::move(cond), std::move(b));
-        ExprParser tag(p_[i_].tokens);
-        tag.next();
-        ++i_;
+        ExprParser tag = closing_tag();
         if (found == "elif") {
           cond = tag.expression();
           tag.expect_end("{% elif %}");
@@ -425,10 +432,7 @@ class StmtParser {
         if (found == "else") {
           tag.expect_end("{% else %}");
           s->else_body = body({"endif"}, found);
-          ExprParser end(p_[i_].tokens);
-          end.next();
-          end.expect_end("{% endif %}");
-          ++i_;
+          closing_tag().expect_end("{% endif %}");
         } else {
           tag.expect_end("{% endif %}");
         }
@@ -453,16 +457,10 @@ class StmtParser {
       e.expect_end("{% for %}");
       std::string found;
       s->body = body({"else", "endfor"}, found);
-      ExprParser tag(p_[i_].tokens);
-      tag.next();
-      ++i_;
-      tag.expect_end(found == "else" ? "{% else %}" : "{% endfor %}");
+      closing_tag().expect_end(found == "else" ? "{% else %}" : "{% endfor %}");
       if (found == "else") {
         s->else_body = body({"endfor"}, found);
-        ExprParser end(p_[i_].tokens);
-        end.next();
-        end.expect_end("{% endfor %}");
-        ++i_;
+        closing_tag().expect_end("{% endfor %}");
       }
       return s;
     }
