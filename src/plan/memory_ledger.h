@@ -32,7 +32,6 @@
 
 #include "backend/dtype.h"
 #include "job/job_spec.h"
-#include "job/job_spec.h"
 #include "model/config.h"
 #include "topology/layout.h"
 
