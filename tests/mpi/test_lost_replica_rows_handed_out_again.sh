@@ -2,13 +2,11 @@
 # Issue 14 case 1: SIGTERM to the leader of replica 1 only (the OOM killer, an admin) at TP=1 x DP=2.
 # That replica stops gracefully while still holding rows. Rank 0 must hand those rows out again to
 # replica 0 (the job then completes, exit 0, every row done), or fail naming the missing rows; a run
-# ending with complete=0 must never exit 0. The signal is sent once the log shows 32 rows done; rows
-# are long (128 new tokens) and each replica reads 64 rows ahead, so replica 1 holds rows whatever
-# the load. Sized so that the whole job (120 rows) takes ~20 s quiet: beside three builds at load 10
-# the 300-row version ran past the launcher's 300 s bound.
+# ending with complete=0 must never exit 0. The signal is sent once the log shows 64 rows done; rows
+# are long (128 new tokens), so replica 1 holds rows whatever the load.
 source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
-N=120
+N=300
 $PY - "$WORK/in.jsonl" "$N" <<'PY'
 import json, sys
 words = "Once upon a time there was a little girl named Lily who loved to play in the park".split()
@@ -25,7 +23,7 @@ mpirun_pid=$!
 n=
 for _ in $(seq 3000); do
   n=$(grep -o "rows [0-9]*/$N" "$WORK/run.log" | tail -1 | grep -o '[0-9]*/' | tr -d / || true)
-  [ -n "$n" ] && [ "$n" -ge 32 ] && break
+  [ -n "$n" ] && [ "$n" -ge 64 ] && break
   kill -0 "$mpirun_pid" 2>/dev/null || break
   sleep 0.1
 done
