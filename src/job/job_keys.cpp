@@ -74,12 +74,12 @@ const std::vector<JobKey>& job_keys() {
       {"sampling.stop_token_ids", TokenIds{JOB_FIELD(sampling.stop_token_ids)}},
       {"sampling.min_tokens", Integer{JOB_FIELD(sampling.min_tokens), 0}},
       {"sampling.top_logprobs", Integer{JOB_FIELD(sampling.top_logprobs), 0, kMaxTopLogprobs}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples}, [](const JobSpec& j) { return j.sampling.n != 1; }},
 
       {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
       {"output.if_exists", Choice{JOB_FIELD(output.if_exists), {"resume", "overwrite", "fail"}}},
       {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
-      // Emitted only when not the default: files written before the key existed still resume.
-      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples}, [](const JobSpec& j) { return j.sampling.n != 1; }},
 
       {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
       {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},
