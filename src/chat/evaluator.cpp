@@ -10,10 +10,6 @@
 namespace tpbatch::chat {
 namespace {
 
-[[noreturn]] void fail(const SourcePos& p, const std::string& what) {
-  throw TemplateError("chat template " + p.str() + ": " + what);
-}
-
 // ---- Python str helpers, by code point -------------------------------------------------------
 
 // The tokenizer's decoder; a byte that starts no valid sequence stands for itself (as Latin-1).

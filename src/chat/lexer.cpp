@@ -45,7 +45,7 @@ class Lexer {
       bool strip_after = false, keep_newline = false;
       if (kind == '#') {
         const size_t e = src_.find("#}", k);
-        if (e == std::string::npos) throw TemplateError("chat template " + pos(j).str() + ": unclosed comment {#");
+        if (e == std::string::npos) fail(pos(j), "unclosed comment {#");
         strip_after = e > k && src_[e - 1] == '-';
         keep_newline = e > k && src_[e - 1] == '+';
         i = e + 2;
@@ -106,7 +106,7 @@ class Lexer {
     for (;;) {
       while (i < src_.size() && is_space(src_[i])) ++i;
       if (i >= src_.size())
-        throw TemplateError("chat template " + p.pos.str() + ": " + opener + " is never closed");
+        fail(p.pos, std::string(opener) + " is never closed");
       auto closes_at = [&](size_t at) { return at + 1 < src_.size() && src_[at] == close && src_[at + 1] == '}'; };
       if (closes_at(i)) {
         p.tokens.push_back({Token::Kind::End, "", pos(i)});
@@ -158,7 +158,7 @@ class Lexer {
           if (src_.compare(i, 2, op) == 0) t.text = op;
         if (t.text.empty()) {
           if (!std::strchr("+-*/%~|.,:()[]{}<>=", c))
-            throw TemplateError("chat template " + t.pos.str() + ": unexpected character '" + std::string(1, c) + "'");
+            fail(t.pos, "unexpected character '" + std::string(1, c) + "'");
           t.text = std::string(1, c);
         }
         i += t.text.size();
@@ -195,7 +195,7 @@ class Lexer {
         case 'U': {
           const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
           if (i + n > src_.size())
-            throw TemplateError("chat template " + t.pos.str() + ": truncated \\" + std::string(1, e) + " escape");
+            fail(t.pos, "truncated \\" + std::string(1, e) + " escape");
           tok::utf8_append(t.text, static_cast<uint32_t>(std::stoul(src_.substr(i, n), nullptr, 16)));
           i += n;
           break;
@@ -205,7 +205,7 @@ class Lexer {
           t.text += e;
       }
     }
-    if (i >= src_.size()) throw TemplateError("chat template " + t.pos.str() + ": unterminated string");
+    if (i >= src_.size()) fail(t.pos, "unterminated string");
     return i + 1;
   }
 

@@ -8,10 +8,6 @@
 namespace tpbatch::chat {
 namespace {
 
-[[noreturn]] void fail(const SourcePos& p, const std::string& what) {
-  throw TemplateError("chat template " + p.str() + ": " + what);
-}
-
 ExprPtr make(Expr::Kind k, SourcePos p) {
   auto e = std::make_unique<Expr>();
   e->kind = k;

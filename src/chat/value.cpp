@@ -5,6 +5,10 @@
 
 namespace tpbatch::chat {
 
+void fail(const SourcePos& p, const std::string& what) {
+  throw TemplateError("chat template " + p.str() + ": " + what);
+}
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return none();

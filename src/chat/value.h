@@ -26,6 +26,10 @@ class TemplateError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Throws the TemplateError "chat template line L column C: <what>": the form of every error the
+// lexer, the parser and the evaluator report at a place in the source.
+[[noreturn]] void fail(const SourcePos& p, const std::string& what);
+
 // raise_exception("...") called by the template: the message is the template's own.
 class RaisedException : public TemplateError {
  public:

@@ -92,6 +92,17 @@ TEST(ChatTemplate, UnsupportedConstructsAreNamedWithTheirPosition) {
   EXPECT_EQ(render("{% if false %}{{ x | wordcount }}{% endif %}ok"), "ok");
 }
 
+// The lexer's errors and the closing tags' checks take the same "chat template <position>: " form.
+TEST(ChatTemplate, LexerAndClosingTagErrorsNameTheirPosition) {
+  EXPECT_EQ(error_of("a{# note"), "chat template line 1 column 2: unclosed comment {#");
+  EXPECT_EQ(error_of("{{ 'a }}"), "chat template line 1 column 4: unterminated string");
+  EXPECT_EQ(error_of("{{ 1 ; 2 }}"), "chat template line 1 column 6: unexpected character ';'");
+  EXPECT_EQ(error_of("{% if true %}a{% else x %}b{% endif %}"), "chat template line 1 column 23: unexpected 'x' in {% else %}");
+  EXPECT_EQ(error_of("{% if true %}a{% endif x %}"), "chat template line 1 column 24: unexpected 'x' in {% endif %}");
+  EXPECT_EQ(error_of("{% for m in messages %}a{% else %}b{% endfor 1 %}"),
+            "chat template line 1 column 46: unexpected the number 1 in {% endfor %}");
+}
+
 TEST(ChatTemplate, LoadsFromTokenizerConfig) {
   const auto dir = std::filesystem::temp_directory_path() / ("tpbatch_chat_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
