@@ -46,3 +46,70 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+
+# --- Generated models checked against scripts/hf_reference.py's numpy re-implementation of
+# transformers' modelling code (the model-family tests). NEW: new tokens per row (default 16).
+REFPY="$HERE/../../scripts/hf_reference.py"
+NEW=${NEW:-16}
+
+need_numpy_h5py() {
+  $PY -c "import numpy, h5py" 2>/dev/null || { echo "SKIP: $PY lacks numpy or h5py"; exit 77; }
+}
+ref_numpy() { $PY "$REFPY" --backend numpy "$@"; }
+
+# patch_json FILE PYTHON-STATEMENTS: edit a JSON object in place; the object is `c`.
+patch_json() {
+  $PY - "$1" "$2" <<'PY'
+import json, sys
+path, code = sys.argv[1], sys.argv[2]
+c = json.load(open(path))
+exec(code)
+json.dump(c, open(path, "w"), indent=2)
+PY
+}
+
+# generated_model NAME MAKE-MODEL-OPTIONS...: $WORK/NAME from `tpbatch make-model --preset tiny`.
+generated_model() { "$TPBATCH" make-model "$WORK/$1" --preset tiny "${@:2}" >/dev/null; }
+
+# model_variant NAME BASE EDIT: $WORK/NAME shares $WORK/BASE's weights, with EDIT applied to its config.json.
+model_variant() {
+  mkdir "$WORK/$1"
+  ln -s "$WORK/$2/model.safetensors" "$WORK/$1/model.safetensors"
+  cp "$WORK/$2"/*.json "$WORK/$1/"
+  patch_json "$WORK/$1/config.json" "$3"
+}
+
+# reference_matters MODEL EDIT WHAT: the reference's greedy answer on a long prompt changes when
+# EDIT is applied to MODEL's config (so a test of WHAT could fail).
+REFERENCE_MATTERS=0
+reference_matters() {
+  REFERENCE_MATTERS=$((REFERENCE_MATTERS + 1))
+  model_variant "$1-without$REFERENCE_MATTERS" "$1" "$2"
+  local ids=1,300,301,302,303,304,305,306,307,308,309,310,311,312,313,314,315,316,317,318
+  $PY - <(ref_numpy generate "$WORK/$1" --ids $ids --max-new-tokens $NEW) \
+    <(ref_numpy generate "$WORK/$1-without$REFERENCE_MATTERS" --ids $ids --max-new-tokens $NEW) "$3" <<'PY'
+import json, sys
+a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
+d = max(abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"]))
+assert a["tokens"] != b["tokens"] or d > 1e-2, f"{sys.argv[3]} changes nothing here (max diff {d})"
+print(f"{sys.argv[3]} matters: tokens differ: {a['tokens'] != b['tokens']}, max |logprob diff| {d:.3g}")
+PY
+}
+
+# write_reference_job: $WORK/job.yaml, greedy on prompts_mixed.jsonl (9 rows), NEW tokens each.
+write_reference_job() {
+  write_job "$WORK/job.yaml" MODEL "$HERE/prompts_mixed.jsonl" "$WORK/out.h5" \
+    "sampling:" "  max_new_tokens: $NEW" "  ignore_eos: true" "engine:" "  max_seqs: 64"
+}
+
+# matches_reference MODEL TENSOR PIPELINE [--set KEY=VALUE...]: runs $WORK/job.yaml on $WORK/MODEL
+# at that layout; greedy tokens identical to the reference's, logprobs within 1e-3.
+matches_reference() {
+  local model=$1 t=$2 p=$3
+  shift 3
+  echo "== $model, tensor $t, pipeline $p${*:+, $*}"
+  mpirun_tpbatch $((t * p)) "$WORK/job.yaml" --set model="$WORK/$model" --set parallel.tensor="$t" \
+    --set parallel.pipeline="$p" "$@" 2>"$WORK/log" || { cat "$WORK/log"; fail "$model at TP=$t PP=$p $*: tpbatch failed"; }
+  ref_numpy check "$WORK/out.h5" --model "$WORK/$model" --max-new-tokens $NEW --expect-rows 9 --tol 1e-3 ||
+    fail "$model at TP=$t PP=$p $* does not match the reference"
+}

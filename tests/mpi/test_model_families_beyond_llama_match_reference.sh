@@ -22,52 +22,12 @@
 # 4.46 agrees (7.9e-6).
 # For each scaling or soft-cap, a check that it matters: without it the reference's answer changes.
 source "$(dirname "$0")/../e2e/lib.sh"
-E2E="$HERE/../e2e"
-REFPY="$HERE/../../scripts/hf_reference.py"
-NEW=16
-$PY -c "import numpy, h5py" 2>/dev/null || { echo "SKIP: $PY lacks numpy or h5py"; exit 77; }
-ref() { $PY "$REFPY" --backend numpy "$@"; }
+need_numpy_h5py
 
-# patch_json FILE PYTHON-STATEMENTS: edit a JSON object in place; the object is `c`.
-patch_json() {
-  $PY - "$1" "$2" <<'PY'
-import json, sys
-path, code = sys.argv[1], sys.argv[2]
-c = json.load(open(path))
-exec(code)
-json.dump(c, open(path, "w"), indent=2)
-PY
-}
-
-# variant NAME BASE EDIT: NAME shares BASE's weights, with EDIT applied to its config.json.
-variant() {
-  mkdir "$WORK/$1"
-  ln -s "$WORK/$2/model.safetensors" "$WORK/$1/model.safetensors"
-  cp "$WORK/$2"/*.json "$WORK/$1/"
-  patch_json "$WORK/$1/config.json" "$3"
-}
-
-# matters MODEL EDIT WHAT: the reference's greedy answer on a long prompt changes when EDIT is applied.
-MATTERS=0
-matters() {
-  MATTERS=$((MATTERS + 1))
-  variant "$1-without$MATTERS" "$1" "$2"
-  local ids=1,300,301,302,303,304,305,306,307,308,309,310,311,312,313,314,315,316,317,318
-  $PY - <(ref generate "$WORK/$1" --ids $ids --max-new-tokens $NEW) \
-    <(ref generate "$WORK/$1-without$MATTERS" --ids $ids --max-new-tokens $NEW) "$3" <<'PY'
-import json, sys
-a, b = (json.loads(open(p).read()) for p in sys.argv[1:3])
-d = max(abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"]))
-assert a["tokens"] != b["tokens"] or d > 1e-2, f"{sys.argv[3]} changes nothing here (max diff {d})"
-print(f"{sys.argv[3]} matters: tokens differ: {a['tokens'] != b['tokens']}, max |logprob diff| {d:.3g}")
-PY
-}
-
-M() { "$TPBATCH" make-model "$WORK/$1" --preset tiny "${@:2}" >/dev/null; }
-M qwen3 --architecture Qwen3ForCausalLM --head-dim 32 --tie-word-embeddings 0 --seed 21
-variant qwen3-yarn qwen3 \
+generated_model qwen3 --architecture Qwen3ForCausalLM --head-dim 32 --tie-word-embeddings 0 --seed 21
+model_variant qwen3-yarn qwen3 \
   'c["max_position_embeddings"] = 512; c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128}'
-M llama-dyn --heads 4 --kv-heads 2 --seed 22
+generated_model llama-dyn --heads 4 --kv-heads 2 --seed 22
 patch_json "$WORK/llama-dyn/config.json" 'c["rope_scaling"] = {"type": "dynamic", "factor": 2.0}; c["mlp_bias"] = True'
 $PY - "$WORK/llama-dyn" <<'PY'
 # mlp_bias: add gate/up/down biases to the generated checkpoint (make-model writes none).
@@ -91,35 +51,29 @@ for k in sorted(tensors):
 h = json.dumps(out).encode(); h += b" " * (-len(h) % 8)
 open(path, "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 PY
-M phi3 --architecture Phi3ForCausalLM --heads 4 --kv-heads 2 --tie-word-embeddings 0 --seed 23
+generated_model phi3 --architecture Phi3ForCausalLM --heads 4 --kv-heads 2 --tie-word-embeddings 0 --seed 23
 patch_json "$WORK/phi3/config.json" '
 import math
 c["sliding_window"] = 8; c["original_max_position_embeddings"] = 128
 c["rope_scaling"] = {"type": "longrope", "short_factor": [1.0 + 0.25 * i for i in range(8)],
                      "long_factor": [4.0 + i for i in range(8)]}'
-M gemma2 --architecture Gemma2ForCausalLM --heads 4 --kv-heads 2 --head-dim 24 --seed 24
+generated_model gemma2 --architecture Gemma2ForCausalLM --heads 4 --kv-heads 2 --head-dim 24 --seed 24
 patch_json "$WORK/gemma2/config.json" \
   'c.update(sliding_window=8, query_pre_attn_scalar=24, attn_logit_softcapping=0.8, final_logit_softcapping=6.0)'
-M gemma3 --architecture Gemma3ForCausalLM --heads 4 --kv-heads 1 --head-dim 32 --seed 25
+generated_model gemma3 --architecture Gemma3ForCausalLM --heads 4 --kv-heads 1 --head-dim 32 --seed 25
 patch_json "$WORK/gemma3/config.json" \
   'c.update(sliding_window=8, sliding_window_pattern=2, rope_theta=1e6, rope_local_base_freq=100.0, query_pre_attn_scalar=16, rope_scaling={"rope_type": "linear", "factor": 4.0})'
 
-matters qwen3-yarn 'c["rope_scaling"] = None' "yarn rope scaling"
-matters phi3 'c["rope_scaling"] = None; c.pop("original_max_position_embeddings")' "longrope scaling"
-matters gemma2 'c["attn_logit_softcapping"] = None' "attention soft-capping"
-matters gemma2 'c["final_logit_softcapping"] = None' "final soft-capping"
-matters gemma3 'c["rope_local_base_freq"] = 1e6' "gemma3 local rope base"
+reference_matters qwen3-yarn 'c["rope_scaling"] = None' "yarn rope scaling"
+reference_matters phi3 'c["rope_scaling"] = None; c.pop("original_max_position_embeddings")' "longrope scaling"
+reference_matters gemma2 'c["attn_logit_softcapping"] = None' "attention soft-capping"
+reference_matters gemma2 'c["final_logit_softcapping"] = None' "final soft-capping"
+reference_matters gemma3 'c["rope_local_base_freq"] = 1e6' "gemma3 local rope base"
 
-write_job "$WORK/job.yaml" MODEL "$E2E/prompts_mixed.jsonl" "$WORK/out.h5" \
-  "sampling:" "  max_new_tokens: $NEW" "  ignore_eos: true" "engine:" "  max_seqs: 64"
+write_reference_job
 for family in ${FAMILIES:-qwen3 qwen3-yarn llama-dyn phi3 gemma2 gemma3}; do
   for layout in "1 1" "2 1" "1 2"; do
-    set -- $layout
-    echo "== $family, tensor $1, pipeline $2"
-    mpirun_tpbatch $(($1 * $2)) "$WORK/job.yaml" --set model="$WORK/$family" --set parallel.tensor="$1" \
-      --set parallel.pipeline="$2" 2>"$WORK/log" || { cat "$WORK/log"; fail "$family at TP=$1 PP=$2: tpbatch failed"; }
-    ref check "$WORK/out.h5" --model "$WORK/$family" --max-new-tokens $NEW --expect-rows 9 --tol 1e-3 ||
-      fail "$family at TP=$1 PP=$2 does not match the reference"
+    matches_reference "$family" $layout
   done
 done
 echo "Qwen3, Phi-3, Gemma 2, Gemma 3, yarn, dynamic and longrope match the numpy reference at TP=1, TP=2 and PP=2"
