@@ -10,6 +10,7 @@ namespace {
 // shard_weight_bytes (what the loader allocates) and shard_parameter_count (the model's parameters).
 struct ShardElements {
   int64_t linear = 0;        // attention and MLP / expert matrices, router, embedding, LM head: weight dtype
+  int64_t experts = 0;       // of linear: the routers and the experts' matrices
   int64_t norms_biases = 0;  // norms and biases: F32
   // Llama's attention_bias also biases o_proj (Qwen2's does not); the loader reads it when the
   // checkpoint has it, which a Llama checkpoint with attention_bias does. F32, counted in the bytes
@@ -38,6 +39,7 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
   ShardElements e;
   e.linear = layers * ((q + 2 * kv) * H + H * q) + (layers - moe_layers) * 3 * inter * H +
              moe_layers * (cfg.num_experts * H + experts_held * 3 * expert_inter * H);
+  e.experts = moe_layers * (cfg.num_experts * H + experts_held * 3 * expert_inter * H);
   int64_t per_layer_f32 = 2 * H;                   // input and post-attention norms
   if (cfg.sandwich_norms) per_layer_f32 += 2 * H;  // pre/post feed-forward norms (Gemma 2/3)
   if (cfg.qk_norm) per_layer_f32 += 2 * hd;        // per-head q/k norms (Qwen3, Gemma 3)
@@ -62,6 +64,10 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
 int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
   const ShardElements e = shard_elements(cfg, place);
   return e.linear * static_cast<int64_t>(dtype_size(weight_dtype)) + (e.norms_biases + e.o_proj_bias + e.rope_tables) * 4;
+}
+
+int64_t shard_expert_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
+  return shard_elements(cfg, place).experts * static_cast<int64_t>(dtype_size(weight_dtype));
 }
 
 // Declared in model/llama_shard.h (for `plan`); defined here beside shard_weight_bytes, from the same count.

@@ -14,6 +14,10 @@ namespace tpbatch {
 // and the embedding / LM head in `weight_dtype`; norms, biases and the RoPE tables in F32.
 int64_t shard_weight_bytes(const ModelConfig& config, const ShardPlacement& placement, DType weight_dtype);
 
+// Of those, the mixture-of-experts layers' routers and the experts the rank holds (its slice of
+// each under parallel.experts: tensor, whole experts under expert): 0 for a dense model.
+int64_t shard_expert_weight_bytes(const ModelConfig& config, const ShardPlacement& placement, DType weight_dtype);
+
 // KV cache bytes per token of one rank: K and V, its KV heads (replicated when TP > KV heads),
 // head_dim, for `layers` layers, in the cache dtype.
 int64_t kv_bytes_per_token_of_rank(const ModelConfig& config, int tensor, int tp_rank, int64_t layers, DType kv_dtype);

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "model/llama_shard.h"
+#include "model/moe.h"
 #include "model/shard_bytes.h"
 #include "model/shard_placement.h"
 
@@ -74,6 +75,8 @@ int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& lay
 //   kWorkspaceFactor x max_batch_tokens x (3 H [x, h, o/down outputs] + (q + 2 kv) hd [fused qkv]
 //                                          + q hd [attention out] + 3 inter/TP [gate, up, act]) x 4 B
 //   + max_seqs x vocab/TP x 4 B (logits of the rows that sample)
+//   + kWorkspaceFactor x the MoE block's scratch at max_batch_tokens, in float32 (its buffers grow
+//     by a quarter at a time) + its host routing buffers on the CPU (mixture-of-experts models)
 //   + kDeviceContextBytes when an accelerator's memory was given.
 int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
   const int t = layout.tensor;
@@ -85,7 +88,19 @@ int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout,
   const double activations =
       kWorkspaceFactor * static_cast<double>(in.max_batch_tokens) * static_cast<double>(per_token_floats) * 4.0;
   const int64_t logits = in.max_seqs * ceil_div(config.vocab_size, t) * 4;
-  return static_cast<int64_t>(std::ceil(activations)) + logits + (in.accelerator ? kDeviceContextBytes : 0);
+  const int64_t moe = moe_scratch_bytes_per_rank(config, layout, in);
+  const int64_t moe_host = in.accelerator ? 0 : moe_routing_host_bytes(config, in.max_batch_tokens);
+  return static_cast<int64_t>(std::ceil(activations + kWorkspaceFactor * static_cast<double>(moe))) + moe_host +
+         logits + (in.accelerator ? kDeviceContextBytes : 0);
+}
+
+// The MoE block's scratch (one block per rank, shared by its layers) at max_batch_tokens, float32.
+int64_t moe_scratch_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
+  int64_t most = 0;
+  for (int r = 0; r < layout.tensor; ++r)
+    most = std::max(most, moe_scratch(config, shard_placement(config, layout, 0, r, in.experts), in.max_batch_tokens)
+                              .bytes(DType::F32));
+  return most;
 }
 
 double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
@@ -125,14 +140,39 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   g.concurrent_rows = in.row_tokens > 0 ? g.kv_tokens_per_rank / in.row_tokens : 0;
   g.fits = g.kv_tokens_per_rank >= in.row_tokens && g.kv_tokens_per_rank > 0;
   g.allreduce_us_per_decode_step = allreduce_us_per_decode_step(config, layout, in);
+  g.moe_scratch_bytes_per_rank = moe_scratch_bytes_per_rank(config, layout, in);
+  for (int s = 0; s < layout.pipeline; ++s)
+    for (int r = 0; r < layout.tensor; ++r)
+      g.expert_weights_bytes_per_rank =
+          std::max(g.expert_weights_bytes_per_rank,
+                   shard_expert_weight_bytes(config, shard_placement(config, layout, s, r, in.experts), in.weight_dtype));
   return g;
+}
+
+std::vector<ExpertSplitComparison> compare_expert_splits(const ModelConfig& config, const PlanInputs& in) {
+  std::vector<ExpertSplitComparison> out;
+  if (config.num_experts <= 0) return out;
+  for (const Layout& l : legal_layouts(config, in.world_size, in.ranks_per_node)) {
+    ExpertSplitComparison c;
+    c.tensor = l.tensor, c.pipeline = l.pipeline;
+    for (ExpertSplit split : {ExpertSplit::kTensor, ExpertSplit::kExpert}) {
+      ExpertSplitOption& o = split == ExpertSplit::kTensor ? c.tensor_split : c.expert_split;
+      o.legal = expert_split_problem(config, split, l.tensor).empty();
+      if (!o.legal) continue;
+      PlanInputs with = in;
+      with.experts = split;
+      o.ledger = ledger_of(config, l, with);
+    }
+    out.push_back(c);
+  }
+  return out;
 }
 
 Plan make_plan(const ModelConfig& config, const PlanInputs& in) {
   Plan plan;
   plan.inputs = in;
   for (const Layout& l : legal_layouts(config, in.world_size, in.ranks_per_node))
-    plan.layouts.push_back(ledger_of(config, l, in));
+    if (expert_split_problem(config, in.experts, l.tensor).empty()) plan.layouts.push_back(ledger_of(config, l, in));
   const auto& L = plan.layouts;
 
   // Throughput: smallest PP (pipeline only when TP within a node cannot hold the model), then

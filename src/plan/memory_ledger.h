@@ -18,7 +18,11 @@
 //                       dtype bytes x the stage's layers (stops shrinking once TP exceeds the KV
 //                       heads: heads are replicated) — the same function ModelRunner sizes with.
 //   reserved            activation/workspace estimate (see reserved_bytes_per_rank), plus a fixed
-//                       device context (1 GiB) when an accelerator's memory was given.
+//                       device context (1 GiB) when an accelerator's memory was given; for
+//                       mixture-of-experts models also the MoE block's scratch at max_batch_tokens
+//                       (model/moe.h's moe_scratch: router logits, gathered rows, expert
+//                       gate/up/act/outputs, under the job's parallel.experts) and, on the CPU, its
+//                       host routing buffers.
 //   KV tokens           floor((device memory x memory_utilization - weights - reserved) / KV bytes per
 //                       token), the minimum over the ranks of the layout (0 when negative).
 //   fits                KV tokens >= one row of the job's length (row_tokens).
@@ -82,6 +86,21 @@ struct LayoutLedger {
   int64_t concurrent_rows = 0;                // per replica, rows of row_tokens
   bool fits = false;
   double allreduce_us_per_decode_step = 0.0;  // one stage, alpha-beta model
+  // Mixture-of-experts models (0 for dense ones), max over ranks, both within the figures above:
+  int64_t expert_weights_bytes_per_rank = 0;  // routers and the experts the rank holds
+  int64_t moe_scratch_bytes_per_rank = 0;     // the MoE block's scratch (in reserved)
+};
+
+// A layout of a mixture-of-experts model under each parallel.experts choice: what `plan` shows so
+// a user can see which split fits. `legal` is false where the split cannot be used (expert:
+// num_experts not divisible by the TP degree); the ledger is then left empty.
+struct ExpertSplitOption {
+  bool legal = false;
+  LayoutLedger ledger;
+};
+struct ExpertSplitComparison {
+  int tensor = 1, pipeline = 1;
+  ExpertSplitOption tensor_split, expert_split;
 };
 
 struct Plan {
@@ -119,5 +138,9 @@ double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& lay
 
 LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 Plan make_plan(const ModelConfig& config, const PlanInputs& in);
+// Every legal layout (by heads, layers and nodes) of a mixture-of-experts model under both splits;
+// empty for a dense model.
+std::vector<ExpertSplitComparison> compare_expert_splits(const ModelConfig& config, const PlanInputs& in);
+int64_t moe_scratch_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 
 }  // namespace tpbatch

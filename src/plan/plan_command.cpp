@@ -74,13 +74,52 @@ json layout_json(const LayoutLedger& g) {
               {"kv_tokens_per_rank", g.kv_tokens_per_rank},
               {"concurrent_rows", g.concurrent_rows},
               {"fits", g.fits},
-              {"allreduce_us_per_decode_step", g.allreduce_us_per_decode_step}};
+              {"allreduce_us_per_decode_step", g.allreduce_us_per_decode_step},
+              {"expert_weights_bytes_per_rank", g.expert_weights_bytes_per_rank},
+              {"moe_scratch_bytes_per_rank", g.moe_scratch_bytes_per_rank}};
 }
+
+json expert_split_json(const ExpertSplitOption& o) {
+  if (!o.legal) return json{{"legal", false}};
+  json j = layout_json(o.ledger);
+  j["legal"] = true;
+  return j;
+}
+
+const char* split_word(ExpertSplit s) { return s == ExpertSplit::kExpert ? "expert" : "tensor"; }
 
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// Mixture of experts: each layout under parallel.experts tensor and expert, so the user sees which fits.
+void print_expert_splits(const ModelConfig& config, const PlanInputs& in, std::ostream& out) {
+  out << "\nmixture of experts by parallel.experts (this job: " << split_word(in.experts)
+      << "): expert weights (routers + the experts a rank holds) and the MoE block's scratch at max_batch_tokens,\n"
+      << "per rank; the same one allreduce per MoE layer either way; under expert a rank's work per step follows the\n"
+      << "routing (the rank with the most popular experts sets the pace)\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%4s %4s  %-7s %14s %14s %14s %14s %5s\n", "TP", "PP", "split", "experts GiB",
+                "scratch MiB", "weights GiB", "KV tokens", "fits");
+  out << line;
+  for (const auto& c : compare_expert_splits(config, in))
+    for (const ExpertSplitOption* o : {&c.tensor_split, &c.expert_split}) {
+      const char* name = o == &c.tensor_split ? "tensor" : "expert";
+      if (!o->legal) {
+        std::snprintf(line, sizeof line, "%4d %4d  %-7s %s\n", c.tensor, c.pipeline, name,
+                      ("n/a: " + std::to_string(config.num_experts) + " experts not divisible by TP").c_str());
+      } else {
+        const LayoutLedger& g = o->ledger;
+        std::snprintf(line, sizeof line, "%4d %4d  %-7s %14.3f %14.1f %14.2f %14lld %5s\n", c.tensor, c.pipeline, name,
+                      static_cast<double>(g.expert_weights_bytes_per_rank) / kGiB,
+                      static_cast<double>(g.moe_scratch_bytes_per_rank) / (1024.0 * 1024.0),
+                      static_cast<double>(g.weights_bytes_per_rank) / kGiB, static_cast<long long>(g.kv_tokens_per_rank),
+                      g.fits ? "yes" : "no");
+      }
+      out << line;
+    }
 }
 
 std::string layout_name(const LayoutLedger& g) {
@@ -114,6 +153,16 @@ std::string plan_json(const Plan& plan, const ModelConfig& config, const std::st
   json layouts = json::array();
   for (const auto& g : plan.layouts) layouts.push_back(layout_json(g));
   j["layouts"] = layouts;
+  j["parallel_experts"] = split_word(in.experts);
+  if (config.num_experts > 0) {  // mixture of experts: every layout under both parallel.experts choices
+    json splits = json::array();
+    for (const auto& c : compare_expert_splits(config, in))
+      splits.push_back(json{{"tensor", c.tensor},
+                            {"pipeline", c.pipeline},
+                            {"tensor_split", expert_split_json(c.tensor_split)},
+                            {"expert_split", expert_split_json(c.expert_split)}});
+    j["expert_splits"] = splits;
+  }
   j["recommended"] = json{{"throughput", plan.throughput ? layout_json(plan.layouts[*plan.throughput]) : json()},
                           {"latency", plan.latency ? layout_json(plan.layouts[*plan.latency]) : json()}};
   return j.dump(2);
@@ -130,7 +179,10 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
     for (int64_t l = 0; l < config.num_layers; ++l) sparse += config.is_moe_layer(l);
     out << "mixture of experts: " << config.num_experts << " experts of width " << config.expert_intermediate_size
         << ", top-" << config.experts_per_token << ", on " << sparse << " of " << config.num_layers
-        << " layers; each expert split across the tensor-parallel ranks like the dense MLP\n";
+        << " layers; "
+        << (in.experts == ExpertSplit::kExpert
+                ? "parallel.experts: expert, whole experts on each tensor-parallel rank (num_experts / TP of them)\n"
+                : "parallel.experts: tensor, each expert split across the tensor-parallel ranks like the dense MLP\n");
   }
   out << "device: " << (in.accelerator ? "cuda" : "cpu") << "; weights " << dtype << " (" << dtype_size(in.weight_dtype)
       << " bytes per element; norms and biases float32), KV cache " << dtype_word(in.kv_dtype)
@@ -159,6 +211,7 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
   }
   out << "\n(per rank; KV tokens and rows for the tightest rank of the layout; rows = concurrent rows of "
       << in.row_tokens << " tokens per replica)\n";
+  if (config.num_experts > 0) print_expert_splits(config, in, out);
   if (plan.throughput)
     out << "recommended for throughput: " << layout_name(plan.layouts[*plan.throughput])
         << " (smallest pipeline, then smallest tensor, holding max_seqs rows; the rest data parallel)\n";

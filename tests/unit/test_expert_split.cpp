@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
 #include <fstream>
 #include <string>
 
@@ -21,6 +22,8 @@
 #include "model/safetensors.h"
 #include "model/shard_bytes.h"
 #include "model/shard_placement.h"
+#include "plan/memory_ledger.h"
+#include "plan/plan_command.h"
 #include "tools/make_model.h"
 
 namespace fs = std::filesystem;
@@ -252,6 +255,78 @@ TEST(ExpertSplit, ScratchBoundsTheSlotsByTheExpertsHeld) {
   EXPECT_EQ(e8.gathered, 10 * 64);
   EXPECT_EQ(e8.gate_up, 10 * 2 * 96);
   EXPECT_EQ(e8.bytes(DType::BF16), 80 * 4 + (10 * 64 + 10 * 192 + 10 * 96 + 11 * 64) * 2);
+}
+
+// `tpbatch plan`: the MoE block's scratch in the reserved bytes, the experts' bytes per rank, and
+// both splits side by side.
+TEST(ExpertSplitPlan, ReservedBytesCountTheMoeScratchOfTheSplit) {
+  const ModelConfig moe = moe_model(8);  // H 64, 8 experts of width 96, top-2
+  ModelConfig dense = moe;
+  dense.num_experts = 0;
+  PlanInputs in;  // max_batch_tokens 4096, CPU
+  // TP=2, tensor: 8192 slots; floats 4096 x 8 logits + 8192 x 64 gathered + 8192 x 96 gate/up
+  // + 8192 x 48 act + 8193 x 64 outputs = 2261056, x 4 B.
+  EXPECT_EQ(moe_scratch_bytes_per_rank(moe, Layout{2, 2, 1}, in), 9044224);
+  // Host routing: 4096 x 8 x 4 + 8192 x 36 + 9 x 8.
+  const int64_t host = 131072 + 294912 + 72;
+  EXPECT_EQ(reserved_bytes_per_rank(moe, Layout{2, 2, 1}, in) - reserved_bytes_per_rank(dense, Layout{2, 2, 1}, in),
+            2 * 9044224 + host);
+  in.accelerator = true;  // the routing stays on the host
+  EXPECT_EQ(reserved_bytes_per_rank(moe, Layout{2, 2, 1}, in) - reserved_bytes_per_rank(dense, Layout{2, 2, 1}, in),
+            2 * 9044224);
+  // expert: whole experts of width 96: gate/up 8192 x 192, act 8192 x 96.
+  in.experts = ExpertSplit::kExpert;
+  EXPECT_EQ(moe_scratch_bytes_per_rank(moe, Layout{2, 2, 1}, in), (32768 + 524288 + 1572864 + 786432 + 524352) * 4);
+  EXPECT_EQ(moe_scratch_bytes_per_rank(dense, Layout{2, 2, 1}, in), 0);
+}
+
+TEST(ExpertSplitPlan, BothSplitsSideBySideAndTheJobsSplitDecidesTheLayouts) {
+  const ModelConfig m = moe_model(6);  // 4 heads: TP 1, 2, 4; 6 experts: expert only at TP 1 and 2
+  PlanInputs in;
+  in.world_size = 4;
+  in.ranks_per_node = 4;
+  in.device_memory_bytes = int64_t{1} << 30;
+  in.weight_dtype = DType::F32;
+  in.row_tokens = 256;
+  const auto splits = compare_expert_splits(m, in);
+  ASSERT_FALSE(splits.empty());
+  bool saw_tp4 = false;
+  for (const auto& c : splits) {
+    EXPECT_TRUE(c.tensor_split.legal);
+    EXPECT_EQ(c.expert_split.legal, c.tensor != 4) << "TP " << c.tensor;
+    if (c.tensor == 4) saw_tp4 = true;
+    if (c.tensor != 2 || c.pipeline != 1) continue;
+    // 2 layers x (router 6 x 64 + experts x 3 x width x 64): 6 halves or 3 wholes, the same bytes.
+    const int64_t experts = 2 * (6 * 64 + 6 * 3 * 48 * 64) * 4;
+    EXPECT_EQ(c.tensor_split.ledger.expert_weights_bytes_per_rank, experts);
+    EXPECT_EQ(c.expert_split.ledger.expert_weights_bytes_per_rank, 2 * (6 * 64 + 3 * 3 * 96 * 64) * 4);
+    EXPECT_EQ(c.tensor_split.ledger.weights_bytes_per_rank, c.expert_split.ledger.weights_bytes_per_rank);
+    EXPECT_GT(c.expert_split.ledger.reserved_bytes_per_rank, c.tensor_split.ledger.reserved_bytes_per_rank);
+  }
+  EXPECT_TRUE(saw_tp4);
+  ModelConfig dense = m;
+  dense.num_experts = 0;
+  EXPECT_TRUE(compare_expert_splits(dense, in).empty());
+
+  // The plan itself follows the job's split: under expert, no TP=4 layout.
+  const Plan tensor_plan = make_plan(m, in);
+  in.experts = ExpertSplit::kExpert;
+  const Plan expert_plan = make_plan(m, in);
+  auto has_tp4 = [](const Plan& p) {
+    for (const auto& g : p.layouts)
+      if (g.tensor == 4) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_tp4(tensor_plan));
+  EXPECT_FALSE(has_tp4(expert_plan));
+  std::ostringstream text;
+  print_plan_text(expert_plan, m, "m", "float32", text);
+  EXPECT_NE(text.str().find("parallel.experts: expert, whole experts"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("   4    1  expert  n/a: 6 experts not divisible by TP"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("   2    1  expert "), std::string::npos) << text.str();
+  const std::string j = plan_json(expert_plan, m, "m", "float32");
+  EXPECT_NE(j.find("\"expert_splits\""), std::string::npos);
+  EXPECT_NE(j.find("\"parallel_experts\": \"expert\""), std::string::npos);
 }
 
 }  // namespace
