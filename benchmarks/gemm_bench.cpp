@@ -4,7 +4,10 @@
 // Weights rotate through copies totalling >= 256 MiB so every call streams them from DRAM, as a
 // decode step of the whole model does (the model is far larger than L3).
 //   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
-//                      [--shapes qkv,down] [--crossover 0|1] [--isa portable] [--hot 0|1]
+//                      [--shapes qkv,down] [--nk NxK] [--types F32,BF16,F16,OpenBLAS] [--crossover 0|1]
+//                      [--isa portable] [--hot 0|1] [--weight-offset 0..63]
+// --nk 128x768 measures that one shape instead (with --hot 1 and n*k small enough for L2: the
+// kernel's arithmetic rate alone).
 // --hot 1: the same copy of each weight every call (cache-resident when it fits L2/L3), so the
 // compute rate of a kernel shows without the DRAM stream; the gap to the default (streamed) run is
 // the part of the weight stream the kernel fails to overlap with its arithmetic.
@@ -39,6 +42,7 @@ namespace cpu = tpbatch::cpu;
 bool g_cpu_clock = false;
 int g_clock_threads = 1;
 bool g_hot = false;  // --hot 1: no rotation over copies
+size_t g_weight_offset = 0;  // --weight-offset B: weights B bytes past a 64-byte boundary
 
 double now_s() {
   if (g_cpu_clock) {
@@ -126,15 +130,23 @@ struct Shape {
   const char* name;
   int64_t n, k;
 };
-// The 125M Llama: hidden 768, GQA 12/4 (kv dim 256), intermediate 2048, vocab 32000.
-const Shape kShapes[] = {{"qkv", 1280, 768},     {"o_proj", 768, 768},  {"gate_up", 4096, 768},
-                         {"down", 768, 2048},    {"lm_head", 32000, 768}};
+// The 125M Llama: hidden 768, GQA 12/4 (kv dim 256), intermediate 2048, vocab 32000. "up" (one of
+// gate/up, 768 -> 2048) is only measured when named in --shapes: the model step counts gate_up.
+Shape kShapes[] = {{"qkv", 1280, 768},  {"o_proj", 768, 768},     {"gate_up", 4096, 768},
+                   {"down", 768, 2048}, {"lm_head", 32000, 768}, {"up", 2048, 768}, {"custom", 0, 0}};
+bool in_model_step(const Shape& s) { return std::strcmp(s.name, "up") && std::strcmp(s.name, "custom"); }
 constexpr int kLayers = 12;
 
 // A pool of weight memory filled with finite values of one type; copies of a weight rotate in it.
 struct Pool {
   static constexpr size_t kBytes = size_t(512) << 20;
-  std::vector<unsigned char> mem = std::vector<unsigned char>(kBytes);
+  std::vector<unsigned char> mem = std::vector<unsigned char>(kBytes + 128);
+  // Weights start at g_weight_offset bytes past a 64-byte boundary (--weight-offset; a checkpoint's
+  // tensors sit wherever the safetensors header puts them).
+  unsigned char* base() {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(mem.data());
+    return mem.data() + ((64 - p % 64) % 64) + g_weight_offset;
+  }
   DType filled = DType::I32;
   void fill(DType dtype) {
     if (filled == dtype) return;
@@ -151,6 +163,7 @@ struct Pool {
       }
     }
     for (size_t off = 0; off < kBytes; off += pattern.size()) std::memcpy(&mem[off], pattern.data(), pattern.size());
+    std::memcpy(&mem[kBytes], pattern.data(), 64);
     filled = dtype;
   }
 };
@@ -162,13 +175,14 @@ double time_rotating(Pool& pool, size_t bytes, double min_seconds, F&& f) {
   const size_t copies =
       g_hot ? 1 : std::max<size_t>(2, std::min(Pool::kBytes / stride, (size_t(256) << 20) / stride + 1));
   size_t c = 0;
-  f(pool.mem.data());  // warm-up: thread team, scratch, page faults already taken by fill
+  unsigned char* base = pool.base();
+  f(base);  // warm-up: thread team, scratch, page faults already taken by fill
   int reps = 0;
   const double t0 = now_s();
   double t = 0;
   while (reps < 3 || (t = now_s() - t0) < min_seconds) {
     c = (c + 1) % copies;
-    f(pool.mem.data() + c * stride);
+    f(base + c * stride);
     ++reps;
     t = now_s() - t0;
   }
@@ -192,21 +206,31 @@ int main(int argc, char** argv) {
   std::vector<int> rows = {1, 2, 4, 8, 16, 32, 64, 128, 512};
   double min_seconds = 0.15;
   std::string only_shapes;  // ",qkv,down," when --shapes qkv,down
+  std::string only_types;   // ",F32,OpenBLAS," when --types F32,OpenBLAS
   bool crossover = true;
-  auto wanted = [&](const Shape& s) { return only_shapes.empty() || only_shapes.find(std::string(",") + s.name + ",") != std::string::npos; };
+  auto wanted = [&](const Shape& s) {
+    return only_shapes.empty() ? in_model_step(s) : only_shapes.find(std::string(",") + s.name + ",") != std::string::npos;
+  };
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads")) thread_counts = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--rows")) rows = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--min-seconds")) min_seconds = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shapes")) only_shapes = std::string(",") + argv[i + 1] + ",";
+    else if (!std::strcmp(argv[i], "--nk")) {  // --nk 128x768: one extra shape "custom" (n x k)
+      kShapes[6].n = std::atoll(argv[i + 1]);
+      kShapes[6].k = std::strchr(argv[i + 1], 'x') ? std::atoll(std::strchr(argv[i + 1], 'x') + 1) : 0;
+      only_shapes = ",custom,";
+    } else if (!std::strcmp(argv[i], "--types")) only_types = std::string(",") + argv[i + 1] + ",";
     else if (!std::strcmp(argv[i], "--crossover")) crossover = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--isa") && !std::strcmp(argv[i + 1], "portable"))
       cpu::set_gemm_isa_for_testing(cpu::GemmIsa::Portable);
     else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
     else if (!std::strcmp(argv[i], "--hot")) g_hot = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--weight-offset")) g_weight_offset = size_t(std::atoi(argv[i + 1])) % 64;
     else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
-                 "       [--shapes qkv,o_proj,gate_up,down,lm_head] [--crossover 0|1] [--isa portable] [--hot 0|1]\n", argv[0]);
+                 "       [--shapes qkv,o_proj,gate_up,down,lm_head,up] [--nk NxK] [--types F32,BF16,F16,OpenBLAS]\n"
+                 "       [--crossover 0|1] [--isa portable] [--hot 0|1] [--weight-offset 0..63]\n", argv[0]);
       return 2;
     }
   }
@@ -220,8 +244,14 @@ int main(int argc, char** argv) {
   int64_t max_mk = 0;
   for (const Shape& s : kShapes) max_mk = std::max(max_mk, s.k);
   const int max_m = *std::max_element(rows.begin(), rows.end());
-  std::vector<float> x(size_t(max_m) * size_t(max_mk), 0.01f), y(size_t(max_m) * 32000);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.01f;
+  // Activations 64-byte aligned, as the backend's tensors are.
+  std::vector<float> x_mem(size_t(max_m) * size_t(max_mk) + 16), y(size_t(max_m) * 32000);
+  float* const x_data = x_mem.data() + (16 - reinterpret_cast<uintptr_t>(x_mem.data()) / 4 % 16) % 16;
+  for (size_t i = 0; i < size_t(max_m) * size_t(max_mk); ++i) x_data[i] = float(int(i % 17) - 8) * 0.01f;
+  struct {
+    float* p;
+    float* data() const { return p; }
+  } x{x_data};
 
   const DType types[] = {DType::F32, DType::BF16, DType::F16};
   for (int threads : thread_counts) {
@@ -238,6 +268,9 @@ int main(int argc, char** argv) {
       for (int impl = 0; impl < 4; ++impl) {  // 0..2: gemm_nt per type; 3: OpenBLAS on f32
         const DType dtype = impl < 3 ? types[impl] : DType::F32;
         const std::string label = impl < 3 ? tpbatch::dtype_name(dtype) : "F32";
+        if (!only_types.empty() && only_types.find("," + (impl < 3 ? label : std::string("OpenBLAS")) + ",") ==
+                                       std::string::npos)
+          continue;
         pool.fill(dtype);
         const size_t bytes = size_t(s.n * s.k) * tpbatch::dtype_size(dtype);
         double t1 = 0;
@@ -282,7 +315,8 @@ int main(int argc, char** argv) {
     for (auto& [key, by_m] : step) {
       double bytes = 0;
       for (const Shape& s : kShapes)
-        bytes += double(s.n * s.k) * (std::strcmp(s.name, "lm_head") ? kLayers : 1) *
+        if (in_model_step(s))
+          bytes += double(s.n * s.k) * (std::strcmp(s.name, "lm_head") ? kLayers : 1) *
                  (key == "BF16" || key == "F16" ? 2 : 4);
       for (auto& [m, sec] : by_m)
         std::printf("%-13s %5d %10.3f %10.1f %8.2f %8.2f %8.2f\n", key.c_str(), m, sec * 1e3, m / sec,

@@ -142,6 +142,75 @@ TEST_P(GemmIsaTest, ModelShapes) {
   }
 }
 
+// Decode-sized batches: every M from 1 to 17 (all the row-group remainders of the register
+// blocks), 31 and 64, against odd n (a 4-row weight block remainder) and odd k, one below the
+// vector width multiple and one past the k slice (512) of the multi-row kernel.
+TEST_P(GemmIsaTest, DecodeBatchShapes) {
+  std::vector<int64_t> rows;
+  for (int64_t m = 1; m <= 17; ++m) rows.push_back(m);
+  rows.push_back(31);
+  rows.push_back(64);
+  for (DType dtype : kTypes)
+    for (int64_t m : rows)
+      for (int64_t k : {int64_t(77), int64_t(1031)})
+        for (GemmPath path : {GemmPath::Auto, GemmPath::RowBlocked}) check_shape(dtype, m, 37, k, path);
+}
+
+// What the batch may and may not change in a row's result, as the kernels stand: an output
+// depends only on its own row of x, its weight row and k, never on the other rows' values or on
+// the row's place in the batch; within a kernel regime it does not depend on m either. Today's
+// regimes (row-blocked path): m = 1 for 16-bit weights is the single-stream kernel; m <= 3 sums
+// each row over the whole of k; m >= 4 sums k in slices of 512. So for k <= 512 every m from 2
+// (1 for fp32) to 63 gives the same bits. The engine's batching tests (tokens equal across
+// max_seqs, layouts) tolerate rounding differences between regimes; this pins what is exact.
+TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t n = 37, max_m = 63;
+  for (DType dtype : kTypes)
+    for (int64_t k : {int64_t(300), int64_t(1031)}) {
+      std::vector<float> x(size_t(max_m * k));
+      for (float& v : x) v = dist(rng);
+      const TypedWeights w = make_weights(dtype, n, k, k, rng);
+      auto run = [&](const std::vector<float>& xs, int64_t m) {
+        std::vector<float> y(size_t(m * n));
+        gemm_nt(xs.data(), k, w.data(), k, dtype, y.data(), n, m, n, k, GemmPath::RowBlocked);
+        return y;
+      };
+      // Regimes of m whose results must agree bit for bit, row by row.
+      const bool half = dtype != DType::F32;
+      const bool portable = gemm_isa() == GemmIsa::Portable;
+      std::vector<std::vector<int64_t>> regimes;
+      if (portable || k <= 512) {
+        regimes.push_back({half && !portable ? 2 : 1, 3, 4, 5, 7, 16, 17, 31, 63});
+      } else {
+        regimes.push_back({half ? 2 : 1, 2, 3});
+        regimes.push_back({4, 5, 7, 16, 17, 31, 63});
+      }
+      for (const auto& regime : regimes) {
+        const std::vector<float> ref = run(x, regime.back());
+        for (int64_t m : regime) {
+          const std::vector<float> y = run(x, m);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              ASSERT_EQ(y[size_t(i * n + j)], ref[size_t(i * n + j)])
+                  << dtype_name(dtype) << " k=" << k << " m=" << m << " vs m=" << regime.back() << " at [" << i
+                  << "][" << j << "]";
+        }
+        // The same rows in reverse order: each row's result moves with it, unchanged.
+        const int64_t m = regime.back();
+        std::vector<float> rev(size_t(m * k));
+        for (int64_t i = 0; i < m; ++i)
+          std::copy(x.begin() + (m - 1 - i) * k, x.begin() + (m - i) * k, rev.begin() + i * k);
+        const std::vector<float> y = run(rev, m);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(y[size_t(i * n + j)], ref[size_t((m - 1 - i) * n + j)])
+                << dtype_name(dtype) << " k=" << k << " reversed rows, row " << i;
+      }
+    }
+}
+
 // Identity rows of x pick each weight out exactly: every widening (bf16 shift, F16C, the
 // portable fp16 arithmetic) must agree bit for bit with dtype.h's conversions on finite
 // specials — subnormals, the largest and smallest normals, negative zero.
