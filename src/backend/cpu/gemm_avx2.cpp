@@ -208,6 +208,20 @@ inline void row_block(const GemmArgs& a, const unsigned char* w, int64_t ldwb, i
 // of kKc so the block's slice (4 rows x 512 x 4 bytes = 8 KiB for fp32) stays in L1 for every
 // pass while the rows of x stream from L2; without it, k = 2048 (the down projection) makes the
 // block plus three rows of x overflow L1 and the kernel runs at the L2 rate.
+//
+// Tried against this kernel and rejected (tpbatch_gemm_bench, 1 thread, Zen 3 under load 4-10,
+// min of 3 interleaved runs, m = 1..32 on the up/down shapes): k slices of 128 or 256 (slower at
+// m = 4..16, +10-30%); the next block's prefetch spread evenly over all passes instead of the
+// first (Bresenham pacing), one to four blocks ahead, with T0, T1 or NTA hints, or issued in the
+// last pass(es) (all within noise or slower); slice-major tile order so the rows of x stay in L1
+// (up to 2x slower at m = 1-4: per-tile overhead, strided weight stream); 16-bit weights at
+// m > 3 widened once per block into an L1 buffer and run through the fp32 kernel (slower at every
+// m, 2x at m = 4, even L2-resident: vpmovzxwd + shift in registers costs less than the store and
+// reload). What bounds m = 16 is arithmetic: with weights resident in L2 (--nk 64x768 --hot 1)
+// the 4 x 3 kernel runs at ~0.6 of the OpenBLAS sgemm peak, and at m = 16 the streamed time is
+// only ~1.2x that. At the peak itself an fp32 m = 16 step is >= 1.76x a bandwidth-bound m = 1
+// step on this machine (32 flops / 84 GFLOP/s vs 4 bytes / 18.5 GB/s per weight), a bf16 one
+// >= 3.5x (same flops, half the bytes; no AVX512_BF16 here).
 constexpr int64_t kKc = 512;
 
 template <DType WT>
