@@ -5,7 +5,7 @@
 # top-2: every token's two choices fall on one rank or on both), greedy tokens equal the numpy
 # reference's and logprobs are within 1e-3, as under the default tensor split
 # (test_mixture_of_experts_match_reference.sh). Bad input: expert on a dense model, and experts not
-# divisible by parallel.tensor, are job errors (exit 2) naming the key.
+# divisible by parallel.tensor, are job errors (exit 2) naming the key (and `plan` refuses the first).
 source "$(dirname "$0")/../e2e/lib.sh"
 need_numpy_h5py
 
@@ -36,6 +36,9 @@ expect_job_error() {
 }
 generated_model llama --seed 43
 expect_job_error "expert on a dense model" 1 --set model="$WORK/llama" --set parallel.experts=expert
+rc=0
+"$TPBATCH" plan "$WORK/job.yaml" --set model="$WORK/llama" --set parallel.experts=expert >"$WORK/plan" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "parallel.experts" "$WORK/plan" || { cat "$WORK/plan"; fail "plan of expert on a dense model: exit $rc"; }
 generated_model three --architecture MixtralForCausalLM --layers 1 --experts 3 --experts-per-token 2 --seed 44
 expect_job_error "3 experts at TP=2" 2 --set model="$WORK/three" --set parallel.tensor=2 --set parallel.experts=expert
 echo "parallel.experts: expert matches the numpy reference at TP=2 (Mixtral, Qwen3-MoE); bad layouts are refused naming the key"
