@@ -3,8 +3,11 @@
 # 10 s, the results file is readable with some rows done, and resuming gives a file equal, row for
 # row, to an uninterrupted run's. SIGTERM (Slurm's time limit): a clean exit, then resume.
 # Sampled rows are included: their samples depend only on (seed, row).
-# Sized (260 rows x 128 new tokens) so each 4-rank run stays far inside the launcher's 300 s bound on a
-# loaded 2-core machine: 520 x 256 took over 300 s with two CPU burners beside the suite.
+# Sized (260 rows x 128 new tokens, 32 sequences per replica) so each 4-rank run stays far inside the
+# launcher's 300 s bound on a loaded 2-core machine: TP=2 synchronises twice per layer per step, and
+# with more runnable processes than cores each synchronisation waits for a time slice, so a loaded
+# run's time follows its step count: 8 sequences per replica (4x the steps) passed ctest's 600 s
+# beside two CPU burners and three builds (load 9); 32 took 254 s there, 38 s quiet.
 source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
 # The plain CPU backend: this test is about kills and resumes of a long job, and the checked mode's
@@ -23,7 +26,7 @@ with open(sys.argv[1], "w") as f:
 PY
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/full.h5" \
   "parallel:" "  tensor: 2" "sampling:" "  max_new_tokens: 128" "  ignore_eos: true" \
-  "engine:" "  max_seqs: 8" "  progress_interval: 0.2"
+  "engine:" "  max_seqs: 32" "  progress_interval: 0.2"
 mpirun_tpbatch 4 "$WORK/job.yaml" 2>/dev/null
 
 compare() {
