@@ -31,16 +31,7 @@ if [ "$BACKEND" = hf ]; then
 fi
 ref() { $PY "$REFPY" --backend "$BACKEND" "$@"; }
 
-# patch_json FILE PYTHON-STATEMENTS: edit a JSON object in place; the object is `c`.
-patch_json() {
-  $PY - "$1" "$2" <<'PY'
-import json, sys
-path, code = sys.argv[1], sys.argv[2]
-c = json.load(open(path))
-exec(code)
-json.dump(c, open(path, "w"), indent=2)
-PY
-}
+# patch_json (tests/e2e/lib.sh) runs $PY as set above.
 
 "$TPBATCH" make-model "$WORK/llama" --preset tiny --seed 11 >/dev/null
 "$TPBATCH" make-model "$WORK/llama3" --preset tiny --heads 4 --kv-heads 2 --tie-word-embeddings 0 \
