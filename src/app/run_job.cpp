@@ -128,9 +128,9 @@ int open_results(RankJob& r) {
     const InputSnapshot input = snapshot_input(job.input.path, job);
     r.num_rows = input.rows;
     r.num_lines = input.lines;
-    RunInfo info{job.model, job.task, job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
+    RunInfo info{job.model, task_name(job.task), job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
-    if (job.task == "embed") info.embedding_dim = cfg.hidden_size;
+    if (job.task == Task::kEmbed) info.embedding_dim = cfg.hidden_size;
     info.truncated_tokens = job.input.truncate == Truncate::kLeft;
     info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample
     r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);

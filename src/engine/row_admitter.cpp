@@ -232,7 +232,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
     // No double BOS: a template that writes bos_token itself gets no second one from the tokenizer.
     add_bos = t->bos_token().empty() || prompt_text->rfind(t->bos_token(), 0) != 0;
   }
-  const bool scoring = job_.task == "score";
+  const bool scoring = job_.task == Task::kScore;
   const bool joint =
       scoring && row.completion && !row.tokens && job_.input.score_tokenization == ScoreTokenization::kJoint;
   std::vector<int32_t> completion;
@@ -257,7 +257,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
   s->prompt_len = static_cast<int64_t>(s->tokens.size());
   const int64_t max_pos = cfg_.max_position_embeddings;
   const bool truncate_left = job_.input.truncate == Truncate::kLeft;
-  if (job_.task == "embed") {  // prefill only: the pooled final hidden state
+  if (job_.task == Task::kEmbed) {  // prefill only: the pooled final hidden state
     s->embedding = true;
     s->pooling = parse_pooling(job_.embed.pooling);
     s->normalize = job_.embed.normalize;

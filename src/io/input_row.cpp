@@ -217,8 +217,8 @@ const std::string kOpenAiInputIds = std::string("\0openai_input_ids", 17);
 // values are stored as float32). A job whose task is not embed gets an error row saying so.
 json openai_embedding_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
   const InputSpec& in = job.input;
-  if (job.task != "embed")
-    ctx.bad("url '/v1/embeddings' asks for an embedding, but this job's task is " + job.task +
+  if (job.task != Task::kEmbed)
+    ctx.bad("url '/v1/embeddings' asks for an embedding, but this job's task is " + std::string(task_name(job.task)) +
             " (an embeddings batch needs task: embed)");
   const json& body = req["body"];
   if (!body.is_object()) ctx.bad("'body' must be an object");
@@ -265,7 +265,7 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
   const bool chat = url == "/v1/chat/completions";
   if (!chat && url != "/v1/completions")
     ctx.bad("url '" + url + "' is not supported (only /v1/completions, /v1/chat/completions and /v1/embeddings)");
-  if (job.task != "generate") ctx.bad("OpenAI batch requests need task: generate");
+  if (job.task != Task::kGenerate) ctx.bad("OpenAI batch requests need task: generate");
   const json& body = req["body"];
   if (!body.is_object()) ctx.bad("'body' must be an object");
   json row = json::object();
@@ -319,7 +319,7 @@ void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ct
   const InputSpec& in = job.input;
   std::vector<std::string> known = {in.id_field, in.text_field, "messages"};
   if (in.tokens_field) known.push_back(*in.tokens_field);
-  if (job.task == "score") {
+  if (job.task == Task::kScore) {
     known.push_back(in.completion_field);
     known.push_back("completion_tokens");
   }
@@ -327,7 +327,7 @@ void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ct
   for (const auto& kv : obj.items()) {
     if (std::find(known.begin(), known.end(), kv.key()) != known.end()) continue;
     std::string hint;
-    if (job.task != "score" && (kv.key() == in.completion_field || kv.key() == "completion_tokens"))
+    if (job.task != Task::kScore && (kv.key() == in.completion_field || kv.key() == "completion_tokens"))
       hint = "'" + kv.key() + "' is read only by task: score; ";
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -451,7 +451,7 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
     row.text = text_it->get<std::string>();
   }
 
-  if (job.task == "score") {
+  if (job.task == Task::kScore) {
     if (auto it = obj.find(in.completion_field); it != obj.end() && !it->is_null()) {
       if (!it->is_string()) ctx.bad("'" + in.completion_field + "' must be a string");
       row.completion = it->get<std::string>();
@@ -467,7 +467,7 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
 
   row.sampling = job.sampling;
   apply_overrides(obj, ctx, row.sampling);
-  if (row.sampling.n > 1 && job.task != "generate")
+  if (row.sampling.n > 1 && job.task != Task::kGenerate)
     ctx.bad("'n' is " + std::to_string(row.sampling.n) + ", but several samples of a prompt need task: generate");
   return row;
 }

@@ -24,7 +24,7 @@ namespace {
 
 using namespace job_key;
 
-bool is_embed(const JobSpec& j) { return j.task == "embed"; }
+bool is_embed(const JobSpec& j) { return j.task == Task::kEmbed; }
 
 }  // namespace
 
@@ -54,7 +54,7 @@ const std::vector<JobKey>& job_keys() {
       {"input.truncate", EnumChoice{{"error", "left"}, JOB_ENUM_FIELD(input.truncate, Truncate)},
        [](const JobSpec& j) { return j.input.truncate != Truncate::kError; }},
 
-      {"task", Choice{JOB_FIELD(task), {"generate", "score", "embed"}}},
+      {"task", EnumChoice{{"generate", "score", "embed"}, JOB_ENUM_FIELD(task, Task)}},
       {"embed.pooling", Choice{JOB_FIELD(embed.pooling), {"last", "mean", "cls"}}, is_embed},
       {"embed.normalize", Flag{JOB_FIELD(embed.normalize)}, is_embed},
       // Empty = the tokenizer's own template; emitted only when a file is named.

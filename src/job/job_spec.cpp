@@ -131,9 +131,9 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   KeyErrors errors(source, override_src);
   JobSpec j;
   read_job_keys(root, errors, j);
-  if (j.sampling.n > 1 && j.task != "generate")
+  if (j.sampling.n > 1 && j.task != Task::kGenerate)
     errors.fail("sampling.n", "'sampling.n' is " + std::to_string(j.sampling.n) + ", but several samples of a "
-                "prompt need task: generate (this job's task is " + j.task + ")");
+                "prompt need task: generate (this job's task is " + task_name(j.task) + ")");
 
   // Paths: model folder and input file must exist.
   std::error_code ec;
@@ -163,6 +163,15 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
 
   j.effective_yaml = emit_job_yaml(j);
   return j;
+}
+
+const char* task_name(Task task) {
+  switch (task) {
+    case Task::kGenerate: return "generate";
+    case Task::kScore: return "score";
+    case Task::kEmbed: return "embed";
+  }
+  return "?";
 }
 
 JobSpec load_job(const fs::path& job_yaml, const std::vector<std::string>& set_overrides) {

@@ -18,10 +18,14 @@ enum class ScoreTokenization { kJoint, kSeparate };       // joint | separate
 enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_first
 enum class ExpertSplit { kTensor, kExpert };              // tensor | expert (parallel.experts)
 enum class Truncate { kError, kLeft };                    // error | left
+enum class Task { kGenerate, kScore, kEmbed };            // generate | score | embed
 enum class Device { kAuto, kCpu, kCuda };                 // auto | cpu | cuda
 // dtype: auto (the checkpoint's) | float32 | bfloat16 | float16; engine.kv_cache_dtype: auto (the
 // backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16.
 enum class DTypeChoice { kAuto, kFloat32, kBFloat16, kFloat16 };
+
+// The task as the job file, the results file's `task` attribute and messages spell it.
+const char* task_name(Task task);
 
 struct ParallelSpec {
   int64_t tensor = 1;
@@ -78,7 +82,7 @@ struct JobSpec {
   Device device = Device::kAuto;       // auto | cpu | cuda
   ParallelSpec parallel;
   InputSpec input;
-  std::string task = "generate";       // generate | score | embed
+  Task task = Task::kGenerate;
   EmbedSpec embed;                     // task: embed only
   std::string chat_template;           // a file holding a Jinja chat template; empty = tokenizer_config.json's
   SamplingParams sampling;

@@ -255,7 +255,7 @@ TEST_F(EmbeddingResults, WrongWidthIsAnError) {
 }
 
 namespace {
-JobSpec embed_job(const std::string& task = "embed") {
+JobSpec embed_job(Task task = Task::kEmbed) {
   JobSpec j;
   j.task = task;
   return j;
@@ -286,7 +286,7 @@ TEST(EmbeddingInputRows, OpenAiEmbeddingsRequestsAreEmbedRows) {
   EXPECT_NE(bad_line(R"({"custom_id": "r", "url": "/v1/embeddings", "body": {"input": [1, 600]}})", embed_job())
                 .find("out of range"),
             std::string::npos);
-  EXPECT_EQ(bad_line(R"({"custom_id": "r", "url": "/v1/embeddings", "body": {"input": "x"}})", embed_job("score")),
+  EXPECT_EQ(bad_line(R"({"custom_id": "r", "url": "/v1/embeddings", "body": {"input": "x"}})", embed_job(Task::kScore)),
             "input line 7: url '/v1/embeddings' asks for an embedding, but this job's task is score (an embeddings "
             "batch needs task: embed)");
   EXPECT_EQ(bad_line(R"({"custom_id": "r", "url": "/v1/embeddings", "body": {"input": ["a", "b"]}})", embed_job()),
@@ -311,7 +311,7 @@ TEST(EmbeddingJobKeys, EmbedSectionAndTruncate) {
   { std::ofstream(dir / "in.jsonl") << "{}\n"; }
   const std::string base = "model: " + (dir / "model").string() + "\ninput:\n  path: " + (dir / "in.jsonl").string() + "\n";
   const JobSpec j = parse_job(base + "task: embed\nembed:\n  pooling: mean\n  normalize: false\n", {}, dir);
-  EXPECT_EQ(j.task, "embed");
+  EXPECT_EQ(j.task, Task::kEmbed);
   EXPECT_EQ(j.embed.pooling, "mean");
   EXPECT_FALSE(j.embed.normalize);
   EXPECT_NE(j.effective_yaml.find("pooling: mean"), std::string::npos) << j.effective_yaml;

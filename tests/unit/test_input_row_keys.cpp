@@ -15,7 +15,7 @@ using namespace tpbatch;
 
 namespace {
 
-JobSpec job(const std::string& task = "generate", UnknownKeys unknown = UnknownKeys::kError) {
+JobSpec job(Task task = Task::kGenerate, UnknownKeys unknown = UnknownKeys::kError) {
   JobSpec j;
   j.task = task;
   j.input.unknown_keys = unknown;
@@ -44,7 +44,7 @@ TEST(InputRowKeys, UnknownKeyIsAnErrorNamingIt) {
 }
 
 TEST(InputRowKeys, UnknownKeyIgnoredOnlyWhenAsked) {
-  InputRow r = parse_input_row(R"({"prompt": "x", "presence_penalty": 1.5, "best_of": 3})", 0, job("generate", UnknownKeys::kIgnore), 512);
+  InputRow r = parse_input_row(R"({"prompt": "x", "presence_penalty": 1.5, "best_of": 3})", 0, job(Task::kGenerate, UnknownKeys::kIgnore), 512);
   EXPECT_EQ(r.text.value(), "x");
 }
 
@@ -74,7 +74,7 @@ TEST(InputRowKeys, CustomFieldNamesAreKnownAndDefaultNamesAreNot) {
 TEST(InputRowKeys, CompletionIsReadOnlyByScore) {
   const std::string msg = bad(R"({"prompt": "x", "completion": " y"})");
   EXPECT_NE(msg.find("unknown key 'completion' ('completion' is read only by task: score"), std::string::npos) << msg;
-  EXPECT_NO_THROW(parse_input_row(R"({"prompt": "x", "completion": " y"})", 0, job("score"), 512));
+  EXPECT_NO_THROW(parse_input_row(R"({"prompt": "x", "completion": " y"})", 0, job(Task::kScore), 512));
 }
 
 TEST(InputRowKeys, MissingPromptReportedBeforeUnknownKeys) {
@@ -82,14 +82,14 @@ TEST(InputRowKeys, MissingPromptReportedBeforeUnknownKeys) {
 }
 
 TEST(InputRowKeys, CompletionTokensParsedAndChecked) {
-  InputRow r = parse_input_row(R"({"prompt": "x", "completion_tokens": [5, 7]})", 0, job("score"), 512);
+  InputRow r = parse_input_row(R"({"prompt": "x", "completion_tokens": [5, 7]})", 0, job(Task::kScore), 512);
   EXPECT_EQ(r.completion_tokens.value(), (std::vector<int32_t>{5, 7}));
   EXPECT_FALSE(r.completion.has_value());
-  EXPECT_EQ(bad(R"({"prompt": "x", "completion_tokens": [5, 512]})", job("score")),
+  EXPECT_EQ(bad(R"({"prompt": "x", "completion_tokens": [5, 512]})", job(Task::kScore)),
             "input line 7: token id 512 out of range [0, 512)");
-  EXPECT_EQ(bad(R"({"prompt": "x", "completion_tokens": "5 7"})", job("score")),
+  EXPECT_EQ(bad(R"({"prompt": "x", "completion_tokens": "5 7"})", job(Task::kScore)),
             "input line 7: 'completion_tokens' must be a list of token ids");
-  EXPECT_EQ(bad(R"({"prompt": "x", "completion": "a", "completion_tokens": [5]})", job("score")),
+  EXPECT_EQ(bad(R"({"prompt": "x", "completion": "a", "completion_tokens": [5]})", job(Task::kScore)),
             "input line 7: a row has either 'completion' or 'completion_tokens', not both");
 }
 
@@ -180,10 +180,10 @@ TEST(InputRowKeys, OpenAiBatchRequestsMapToRows) {
   EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/chat/completions", "body": {"prompt": "x"}})")
                 .rfind("input line 7: unknown key 'body.prompt'", 0),
             0u);
-  EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x"}})", job("score")),
+  EXPECT_EQ(bad(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x"}})", job(Task::kScore)),
             "input line 7: OpenAI batch requests need task: generate");
   EXPECT_NO_THROW(parse_input_row(R"({"custom_id": "r", "url": "/v1/completions", "body": {"prompt": "x", "best_of": 2}})",
-                                  0, job("generate", UnknownKeys::kIgnore), 512));
+                                  0, job(Task::kGenerate, UnknownKeys::kIgnore), 512));
 }
 
 TEST(InputRowSamples, RowKeyNSetsTheSampleCount) {
@@ -199,7 +199,7 @@ TEST(InputRowSamples, BadNIsAnErrorRowNamingIt) {
   for (const char* v : {"0", "129", "1.5", "\"2\"", "-1"})
     EXPECT_EQ(bad(std::string(R"({"prompt": "x", "n": )") + v + "}"), "input line 7: 'n' must be an integer in [1, 128]")
         << v;
-  EXPECT_EQ(bad(R"({"prompt": "x", "completion": "y", "n": 2})", job("score")),
+  EXPECT_EQ(bad(R"({"prompt": "x", "completion": "y", "n": 2})", job(Task::kScore)),
             "input line 7: 'n' is 2, but several samples of a prompt need task: generate");
 }
 

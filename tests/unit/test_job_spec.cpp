@@ -63,7 +63,7 @@ TEST_F(JobSpecTest, DefaultsEqualContract) {
   EXPECT_EQ(j.input.id_field, "id");
   EXPECT_EQ(j.input.completion_field, "completion");
   EXPECT_EQ(j.input.on_bad_line, OnBadLine::kRecord);
-  EXPECT_EQ(j.task, "generate");
+  EXPECT_EQ(j.task, Task::kGenerate);
   EXPECT_EQ(j.sampling.max_new_tokens, 128);
   EXPECT_EQ(j.sampling.temperature, 0.0);
   EXPECT_EQ(j.sampling.top_k, 0);
@@ -122,7 +122,7 @@ engine:
   EXPECT_EQ(j.dtype, DTypeChoice::kBFloat16);
   EXPECT_EQ(j.device, Device::kCpu);
   EXPECT_EQ(j.parallel.tensor, 2);
-  EXPECT_EQ(j.task, "score");
+  EXPECT_EQ(j.task, Task::kScore);
   EXPECT_EQ(j.sampling.temperature, 0.7);
   EXPECT_EQ(j.sampling.top_k, 40);
   EXPECT_EQ(j.sampling.seed, 12345678901234567890ull);

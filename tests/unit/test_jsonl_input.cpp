@@ -37,7 +37,7 @@ class JsonlTest : public ::testing::Test {
   fs::path dir_;
 };
 
-JobSpec job(const std::string& task = "generate") {
+JobSpec job(Task task = Task::kGenerate) {
   JobSpec j;
   j.task = task;
   j.sampling.max_new_tokens = 16;
@@ -228,9 +228,9 @@ TEST(InputRow, BadLineCarriesIdWhenKnown) {
 }
 
 TEST(InputRow, ScoreCompletionOptional) {
-  InputRow a = parse_input_row(R"({"prompt": "x", "completion": " y"})", 0, job("score"), 512);
+  InputRow a = parse_input_row(R"({"prompt": "x", "completion": " y"})", 0, job(Task::kScore), 512);
   EXPECT_EQ(a.completion.value(), " y");
-  InputRow b = parse_input_row(R"({"prompt": "x"})", 0, job("score"), 512);
+  InputRow b = parse_input_row(R"({"prompt": "x"})", 0, job(Task::kScore), 512);
   EXPECT_FALSE(b.completion.has_value());
-  EXPECT_EQ(bad(R"({"prompt": "x", "completion": 3})", 0, job("score")), "input line 1: 'completion' must be a string");
+  EXPECT_EQ(bad(R"({"prompt": "x", "completion": 3})", 0, job(Task::kScore)), "input line 1: 'completion' must be a string");
 }

@@ -213,7 +213,7 @@ TEST(SamplingOptions, SchedulerAsksForFullLogitsOfGreedyRowsThatNeedThem) {
 
 JobSpec generate_job() {
   JobSpec j;
-  j.task = "generate";
+  j.task = Task::kGenerate;
   return j;
 }
 
