@@ -6,22 +6,6 @@
 
 namespace tpbatch {
 
-Pooling parse_pooling(const std::string& name) {
-  if (name == "last") return Pooling::Last;
-  if (name == "mean") return Pooling::Mean;
-  if (name == "cls") return Pooling::Cls;
-  throw Error("embed.pooling must be one of last, mean, cls, got \"" + name + "\"");
-}
-
-const char* pooling_name(Pooling p) {
-  switch (p) {
-    case Pooling::Last: return "last";
-    case Pooling::Mean: return "mean";
-    case Pooling::Cls: return "cls";
-  }
-  return "?";
-}
-
 std::optional<PooledRows> pooled_rows(Pooling p, int64_t chunk_begin, int64_t chunk_rows, int64_t prompt_len) {
   if (chunk_rows <= 0) return std::nullopt;
   switch (p) {

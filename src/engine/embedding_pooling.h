@@ -9,13 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "job/job_spec.h"  // Pooling, the job key embed.pooling
+
 namespace tpbatch {
-
-enum class Pooling { Last, Mean, Cls };
-
-// "last" | "mean" | "cls" (the job key embed.pooling); throws Error for anything else.
-Pooling parse_pooling(const std::string& name);
-const char* pooling_name(Pooling p);
 
 // Of a chunk computing prompt positions [chunk_begin, chunk_begin + chunk_rows) of a prompt of
 // prompt_len tokens, the rows (offsets within the chunk) whose hidden states the pooling reads:

@@ -259,7 +259,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
   const bool truncate_left = job_.input.truncate == Truncate::kLeft;
   if (job_.task == Task::kEmbed) {  // prefill only: the pooled final hidden state
     s->embedding = true;
-    s->pooling = parse_pooling(job_.embed.pooling);
+    s->pooling = job_.embed.pooling;
     s->normalize = job_.embed.normalize;
     if (s->prompt_len == 0) {
       immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));

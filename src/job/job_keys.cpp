@@ -55,7 +55,7 @@ const std::vector<JobKey>& job_keys() {
        [](const JobSpec& j) { return j.input.truncate != Truncate::kError; }},
 
       {"task", EnumChoice{{"generate", "score", "embed"}, JOB_ENUM_FIELD(task, Task)}},
-      {"embed.pooling", Choice{JOB_FIELD(embed.pooling), {"last", "mean", "cls"}}, is_embed},
+      {"embed.pooling", EnumChoice{{"last", "mean", "cls"}, JOB_ENUM_FIELD(embed.pooling, Pooling)}, is_embed},
       {"embed.normalize", Flag{JOB_FIELD(embed.normalize)}, is_embed},
       // Empty = the tokenizer's own template; emitted only when a file is named.
       {"chat_template", Text{JOB_FIELD(chat_template)}, [](const JobSpec& j) { return !j.chat_template.empty(); }},

@@ -19,6 +19,8 @@ enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_firs
 enum class ExpertSplit { kTensor, kExpert };              // tensor | expert (parallel.experts)
 enum class Truncate { kError, kLeft };                    // error | left
 enum class Task { kGenerate, kScore, kEmbed };            // generate | score | embed
+// embed.pooling: which final hidden states make the embedding (engine/embedding_pooling.h).
+enum class Pooling { Last, Mean, Cls };                   // last | mean | cls
 enum class Device { kAuto, kCpu, kCuda };                 // auto | cpu | cuda
 // dtype: auto (the checkpoint's) | float32 | bfloat16 | float16; engine.kv_cache_dtype: auto (the
 // backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16.
@@ -50,7 +52,7 @@ struct InputSpec {
 
 // task: embed (issue 13 item 4): the final-normed hidden states of the prompt, pooled.
 struct EmbedSpec {
-  std::string pooling = "last";        // last | mean | cls
+  Pooling pooling = Pooling::Last;
   bool normalize = true;               // L2-normalise the pooled vector
 };
 

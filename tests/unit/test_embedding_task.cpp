@@ -64,12 +64,6 @@ TEST(EmbeddingPooling, MeanOverChunksAndNormalisation) {
   EXPECT_EQ(zero.finish(Pooling::Cls, true), (std::vector<float>{0, 0}));
 }
 
-TEST(EmbeddingPooling, NamesParsed) {
-  EXPECT_EQ(parse_pooling("mean"), Pooling::Mean);
-  EXPECT_STREQ(pooling_name(parse_pooling("cls")), "cls");
-  EXPECT_THROW(parse_pooling("max"), Error);
-}
-
 TEST(EmbeddingRowResult, TravelsBetweenRanks) {
   RowResult r;
   r.index = 3;
@@ -312,12 +306,12 @@ TEST(EmbeddingJobKeys, EmbedSectionAndTruncate) {
   const std::string base = "model: " + (dir / "model").string() + "\ninput:\n  path: " + (dir / "in.jsonl").string() + "\n";
   const JobSpec j = parse_job(base + "task: embed\nembed:\n  pooling: mean\n  normalize: false\n", {}, dir);
   EXPECT_EQ(j.task, Task::kEmbed);
-  EXPECT_EQ(j.embed.pooling, "mean");
+  EXPECT_EQ(j.embed.pooling, Pooling::Mean);
   EXPECT_FALSE(j.embed.normalize);
   EXPECT_NE(j.effective_yaml.find("pooling: mean"), std::string::npos) << j.effective_yaml;
   EXPECT_EQ(j.input.truncate, Truncate::kError);
   const JobSpec d = parse_job(base + "task: embed\n", {"input.truncate=left"}, dir);
-  EXPECT_EQ(d.embed.pooling, "last");
+  EXPECT_EQ(d.embed.pooling, Pooling::Last);
   EXPECT_TRUE(d.embed.normalize);
   EXPECT_EQ(d.input.truncate, Truncate::kLeft);
   // Other tasks' effective job is as before the keys existed (their files still resume).
