@@ -8,6 +8,7 @@
 #include <vector>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -57,22 +58,24 @@ void apply_overrides(const json& obj, const LineContext& ctx, SamplingParams& s)
     if (it == obj.end() || it->is_null()) return nullptr;
     return &*it;
   };
-  if (const json* v = field("max_new_tokens")) {
+  // An integer override: ">= min" or, with a max, "in [min, max]", as the message says.
+  auto integer = [&](const char* name, int64_t& out, int64_t min, std::optional<int64_t> max = std::nullopt) {
+    const json* v = field(name);
+    if (!v) return;
     int64_t x;
-    if (!as_int64(*v, x) || x < 0) ctx.bad("'max_new_tokens' must be an integer >= 0");
-    s.max_new_tokens = x;
-  }
+    if (!as_int64(*v, x) || x < min || (max && x > *max))
+      ctx.bad(std::string("'") + name + "' must be an integer " +
+              (max ? "in [" + std::to_string(min) + ", " + std::to_string(*max) + "]" : ">= " + std::to_string(min)));
+    out = x;
+  };
+  integer("max_new_tokens", s.max_new_tokens, 0);
   if (const json* v = field("temperature")) {
     if (!v->is_number()) ctx.bad("'temperature' must be a number");
     double x = v->get<double>();
     if (!(x >= 0)) ctx.bad("'temperature' must be >= 0");
     s.temperature = x;
   }
-  if (const json* v = field("top_k")) {
-    int64_t x;
-    if (!as_int64(*v, x) || x < 0) ctx.bad("'top_k' must be an integer >= 0");
-    s.top_k = x;
-  }
+  integer("top_k", s.top_k, 0);
   if (const json* v = field("top_p")) {
     if (!v->is_number()) ctx.bad("'top_p' must be a number");
     double x = v->get<double>();
@@ -129,23 +132,9 @@ void apply_overrides(const json& obj, const LineContext& ctx, SamplingParams& s)
     }
     s.stop_token_ids = std::move(ids);
   }
-  if (const json* v = field("min_tokens")) {
-    int64_t x;
-    if (!as_int64(*v, x) || x < 0) ctx.bad("'min_tokens' must be an integer >= 0");
-    s.min_tokens = x;
-  }
-  if (const json* v = field("top_logprobs")) {
-    int64_t x;
-    if (!as_int64(*v, x) || x < 0 || x > kMaxTopLogprobs)
-      ctx.bad("'top_logprobs' must be an integer in [0, " + std::to_string(kMaxTopLogprobs) + "]");
-    s.top_logprobs = x;
-  }
-  if (const json* v = field("n")) {
-    int64_t x;
-    if (!as_int64(*v, x) || x < 1 || x > kMaxSamples)
-      ctx.bad("'n' must be an integer in [1, " + std::to_string(kMaxSamples) + "]");
-    s.n = x;
-  }
+  integer("min_tokens", s.min_tokens, 0);
+  integer("top_logprobs", s.top_logprobs, 0, kMaxTopLogprobs);
+  integer("n", s.n, 1, kMaxSamples);
 }
 
 // A line's sample count as samples_of_line() reads it: the line's own valid "n" (or body.n), else
