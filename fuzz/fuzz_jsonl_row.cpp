@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tpbatch::JobSpec job;
   job.input.path = "in.jsonl";
   if (mode & 1) job.input.tokens_field = "ids";
-  if (mode & 2) job.task = "score";
+  if (mode & 2) job.task = tpbatch::Task::kScore;
   if (mode & 4) job.input.id_field = "prompt";  // the id and the text from one field
   const int64_t vocab = (mode & 8) ? 0 : (mode & 16) ? 32000 : 512;
   const int64_t index = (mode >> 5) * 1000;

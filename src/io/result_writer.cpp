@@ -577,22 +577,20 @@ std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples
          (missing == 1 ? " " : "s ") + list + (missing > 10 ? ", ..." : "");
 }
 
-std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, const std::string& if_exists,
+std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExists if_exists,
                                                  const RunInfo& info) {
   quiet_hdf5();
-  if (if_exists != "resume" && if_exists != "overwrite" && if_exists != "fail")
-    throw JobError("'output.if_exists' must be one of resume, overwrite, fail, got \"" + if_exists + "\"");
   if (info.num_rows < 0) throw Error("results file '" + path + "': negative num_rows");
   std::error_code ec;
   bool exists = fs::exists(path, ec);
   if (exists && fs::is_directory(path, ec)) throw JobError("output '" + path + "' is a folder");
-  if (exists && if_exists == "fail") throw JobError("output '" + path + "' exists (output.if_exists: fail)");
+  if (exists && if_exists == IfExists::kFail) throw JobError("output '" + path + "' exists (output.if_exists: fail)");
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   // Locked before anything touches the file: a job running on this output keeps its rows.
   OutputLock lock = OutputLock::acquire(path);
   auto w = std::make_unique<Hdf5ResultWriter>(path, info, std::move(lock));
-  if (exists && if_exists == "resume")
+  if (exists && if_exists == IfExists::kResume)
     w->reopen();
   else
     w->create();

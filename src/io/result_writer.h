@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/row_result.h"
+#include "job/job_spec.h"  // IfExists
 
 namespace tpbatch {
 
@@ -47,7 +48,7 @@ class ResultWriter {
   // throwing Error(exit 2) if its job_yaml/model/task/num_rows or input/model fingerprints differ
   // from info's, unless absent; done rows that do not read back are reported as not done.
   // Any mode throws JobError (exit 2), before touching the file, when another job holds its lock.
-  static std::unique_ptr<ResultWriter> open(const std::string& path, const std::string& if_exists,
+  static std::unique_ptr<ResultWriter> open(const std::string& path, IfExists if_exists,
                                             const RunInfo& info);
   virtual ~ResultWriter() = default;
 

@@ -78,7 +78,7 @@ const std::vector<JobKey>& job_keys() {
       {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples}, [](const JobSpec& j) { return j.sampling.n != 1; }},
 
       {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
-      {"output.if_exists", Choice{JOB_FIELD(output.if_exists), {"resume", "overwrite", "fail"}}},
+      {"output.if_exists", EnumChoice{{"resume", "overwrite", "fail"}, JOB_ENUM_FIELD(output.if_exists, IfExists)}},
       {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
 
       {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},

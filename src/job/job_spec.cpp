@@ -165,15 +165,6 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   return j;
 }
 
-const char* task_name(Task task) {
-  switch (task) {
-    case Task::kGenerate: return "generate";
-    case Task::kScore: return "score";
-    case Task::kEmbed: return "embed";
-  }
-  return "?";
-}
-
 JobSpec load_job(const fs::path& job_yaml, const std::vector<std::string>& set_overrides) {
   std::error_code ec;
   if (!fs::exists(job_yaml, ec)) throw JobError("job file '" + job_yaml.string() + "' not found");

@@ -19,6 +19,7 @@ enum class AdmissionPolicy { kFifo, kLongestFirst };      // fifo | longest_firs
 enum class ExpertSplit { kTensor, kExpert };              // tensor | expert (parallel.experts)
 enum class Truncate { kError, kLeft };                    // error | left
 enum class Task { kGenerate, kScore, kEmbed };            // generate | score | embed
+enum class IfExists { kResume, kOverwrite, kFail };       // resume | overwrite | fail (output.if_exists)
 // embed.pooling: which final hidden states make the embedding (engine/embedding_pooling.h).
 enum class Pooling { Last, Mean, Cls };                   // last | mean | cls
 enum class Device { kAuto, kCpu, kCuda };                 // auto | cpu | cuda
@@ -26,8 +27,16 @@ enum class Device { kAuto, kCpu, kCuda };                 // auto | cpu | cuda
 // backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16.
 enum class DTypeChoice { kAuto, kFloat32, kBFloat16, kFloat16 };
 
-// The task as the job file, the results file's `task` attribute and messages spell it.
-const char* task_name(Task task);
+// The task as the job file, the results file's `task` attribute and messages spell it. Inline: the
+// row parser uses it where the job file's reader (yaml-cpp) is not linked (the fuzz targets).
+inline const char* task_name(Task task) {
+  switch (task) {
+    case Task::kGenerate: return "generate";
+    case Task::kScore: return "score";
+    case Task::kEmbed: return "embed";
+  }
+  return "?";
+}
 
 struct ParallelSpec {
   int64_t tensor = 1;
@@ -58,7 +67,7 @@ struct EmbedSpec {
 
 struct OutputSpec {
   std::string path = "results.h5";
-  std::string if_exists = "resume";    // resume | overwrite | fail
+  IfExists if_exists = IfExists::kResume;
   bool logprobs = true;
 };
 

@@ -190,14 +190,14 @@ class EmbeddingResults : public ::testing::Test {
 }  // namespace
 
 TEST_F(EmbeddingResults, RowsInInputOrderErrorsNaN) {
-  auto w = ResultWriter::open(path_, "overwrite", embed_info(6));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, embed_info(6));
   for (int64_t i : {5, 0, 3, 2, 1, 4}) w->write(embed_row(i));
   w->finish(RunMetrics{});
   expect_rows(6);
 }
 
 TEST_F(EmbeddingResults, ExtendedPastTheCountedRows) {
-  auto w = ResultWriter::open(path_, "overwrite", embed_info(2));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, embed_info(2));
   for (int64_t i = 0; i < 4; ++i) w->write(embed_row(i));
   w->finish(RunMetrics{});
   expect_rows(4);
@@ -205,20 +205,20 @@ TEST_F(EmbeddingResults, ExtendedPastTheCountedRows) {
 
 TEST_F(EmbeddingResults, ResumedInPlaceAndAfterACutOffRun) {
   {
-    auto w = ResultWriter::open(path_, "overwrite", embed_info(6));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, embed_info(6));
     w->write(embed_row(0));
     w->write(embed_row(2));
     w->finish(RunMetrics{});
   }
   {
-    auto w = ResultWriter::open(path_, "resume", embed_info(6));  // closed cleanly: in place
+    auto w = ResultWriter::open(path_, IfExists::kResume, embed_info(6));  // closed cleanly: in place
     EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1, 0, 0, 0}));
     w->write(embed_row(1));
     w->write(embed_row(4));
     w->flush();  // not finished: as after kill -9
   }
   {
-    auto w = ResultWriter::open(path_, "resume", embed_info(6));  // rebuilt into a fresh file
+    auto w = ResultWriter::open(path_, IfExists::kResume, embed_info(6));  // rebuilt into a fresh file
     EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 1, 1, 0, 1, 0}));
     w->write(embed_row(3));
     w->write(embed_row(5));
@@ -231,9 +231,9 @@ TEST_F(EmbeddingResults, ResumeRefusesAFileWithoutEmbeddings) {
   RunInfo plain = embed_info(3);
   plain.embedding_dim = 0;
   plain.truncated_tokens = false;
-  ResultWriter::open(path_, "overwrite", plain)->finish(RunMetrics{});
+  ResultWriter::open(path_, IfExists::kOverwrite, plain)->finish(RunMetrics{});
   try {
-    ResultWriter::open(path_, "resume", embed_info(3));
+    ResultWriter::open(path_, IfExists::kResume, embed_info(3));
     ADD_FAILURE() << "resumed a file without /embedding";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no dataset '/embedding'"), std::string::npos) << e.what();
@@ -241,7 +241,7 @@ TEST_F(EmbeddingResults, ResumeRefusesAFileWithoutEmbeddings) {
 }
 
 TEST_F(EmbeddingResults, WrongWidthIsAnError) {
-  auto w = ResultWriter::open(path_, "overwrite", embed_info(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, embed_info(1));
   RowResult r = embed_row(0);
   r.embedding.pop_back();
   w->write(r);

@@ -72,7 +72,7 @@ TEST_F(JobSpecTest, DefaultsEqualContract) {
   EXPECT_TRUE(j.sampling.stop.empty());
   EXPECT_FALSE(j.sampling.ignore_eos);
   EXPECT_EQ(j.output.path, "results.h5");
-  EXPECT_EQ(j.output.if_exists, "resume");
+  EXPECT_EQ(j.output.if_exists, IfExists::kResume);
   EXPECT_TRUE(j.output.logprobs);
   EXPECT_EQ(j.engine.max_batch_tokens, 4096);
   EXPECT_EQ(j.engine.max_seqs, 64);
@@ -129,7 +129,7 @@ engine:
   EXPECT_EQ(j.sampling.stop, (std::vector<std::string>{"\n\n", "END"}));
   EXPECT_TRUE(j.sampling.ignore_eos);
   EXPECT_EQ(j.output.path, "out/results.h5");
-  EXPECT_EQ(j.output.if_exists, "overwrite");
+  EXPECT_EQ(j.output.if_exists, IfExists::kOverwrite);
   EXPECT_FALSE(j.output.logprobs);
   EXPECT_EQ(j.engine.max_batch_tokens, 8192);
   EXPECT_EQ(j.engine.kv_cache_tokens, 100000);

@@ -177,7 +177,7 @@ class ResultWriterTest : public ::testing::Test {
     path_ = (dir_ / "results.h5").string();
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string error_of_open(const std::string& if_exists, const RunInfo& i) {
+  std::string error_of_open(IfExists if_exists, const RunInfo& i) {
     try {
       ResultWriter::open(path_, if_exists, i);
     } catch (const Error& e) {
@@ -188,7 +188,7 @@ class ResultWriterTest : public ::testing::Test {
     return "";
   }
   void write_rows(const std::vector<int64_t>& which, int64_t total, bool finish) {
-    auto w = ResultWriter::open(path_, "overwrite", info(total));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(total));
     for (int64_t i : which) w->write(row(i));
     if (finish) w->finish(RunMetrics{});
   }
@@ -201,7 +201,7 @@ class ResultWriterTest : public ::testing::Test {
 TEST_F(ResultWriterTest, RoundTripRowsWrittenOutOfOrder) {
   const int64_t n = 7;
   {
-    auto w = ResultWriter::open(path_, "overwrite", info(n));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(n));
     EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(n, 0));
     for (int64_t i : {3, 0, 6}) w->write(row(i));
     w->flush();
@@ -304,7 +304,7 @@ TEST_F(ResultWriterTest, DatasetTypesMatchContract) {
 
 TEST_F(ResultWriterTest, ZeroRowFileIsValid) {
   {
-    auto w = ResultWriter::open(path_, "overwrite", info(0));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(0));
     EXPECT_TRUE(w->done_rows().empty());
     w->finish(RunMetrics{});
   }
@@ -322,7 +322,7 @@ TEST_F(ResultWriterTest, IfExistsFailLeavesFileUntouched) {
   std::ifstream in(path_, std::ios::binary);
   std::string before((std::istreambuf_iterator<char>(in)), {});
   auto mtime = fs::last_write_time(path_);
-  EXPECT_EQ(error_of_open("fail", info(2)), "output '" + path_ + "' exists (output.if_exists: fail)");
+  EXPECT_EQ(error_of_open(IfExists::kFail, info(2)), "output '" + path_ + "' exists (output.if_exists: fail)");
   std::ifstream in2(path_, std::ios::binary);
   std::string after((std::istreambuf_iterator<char>(in2)), {});
   EXPECT_EQ(before, after);
@@ -330,19 +330,19 @@ TEST_F(ResultWriterTest, IfExistsFailLeavesFileUntouched) {
 }
 
 TEST_F(ResultWriterTest, IfExistsFailCreatesAbsentFile) {
-  ResultWriter::open(path_, "fail", info(1))->finish(RunMetrics{});
+  ResultWriter::open(path_, IfExists::kFail, info(1))->finish(RunMetrics{});
   EXPECT_TRUE(fs::exists(path_));
 }
 
 TEST_F(ResultWriterTest, OverwriteTruncates) {
   write_rows({0, 1}, 2, true);
-  auto w = ResultWriter::open(path_, "overwrite", info(3));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(3));
   EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(3, 0));
 }
 
 TEST_F(ResultWriterTest, ResumeReportsDoneRows) {
   write_rows({0, 2}, 4, false);  // killed before finish: the writer's destructor flushed
-  auto w = ResultWriter::open(path_, "resume", info(4));
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(4));
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1, 0}));
   w->write(row(1));
   w->write(row(3));
@@ -354,7 +354,7 @@ TEST_F(ResultWriterTest, ResumeReportsDoneRows) {
 }
 
 TEST_F(ResultWriterTest, ResumeCreatesAbsentFile) {
-  auto w = ResultWriter::open(path_, "resume", info(2));
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
   EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(2, 0));
   EXPECT_TRUE(fs::exists(path_));
 }
@@ -363,7 +363,7 @@ TEST_F(ResultWriterTest, ResumeRefusesDifferentModel) {
   write_rows({0}, 2, false);
   RunInfo i = info(2);
   i.model = "models/other";
-  std::string m = error_of_open("resume", i);
+  std::string m = error_of_open(IfExists::kResume, i);
   EXPECT_NE(m.find("model 'models/tiny'"), std::string::npos) << m;
   EXPECT_NE(m.find(path_), std::string::npos) << m;
 }
@@ -372,19 +372,19 @@ TEST_F(ResultWriterTest, ResumeRefusesDifferentTask) {
   write_rows({0}, 2, false);
   RunInfo i = info(2);
   i.task = "score";
-  EXPECT_NE(error_of_open("resume", i).find("task 'generate'"), std::string::npos);
+  EXPECT_NE(error_of_open(IfExists::kResume, i).find("task 'generate'"), std::string::npos);
 }
 
 TEST_F(ResultWriterTest, ResumeRefusesDifferentRowCount) {
   write_rows({0}, 2, false);
-  EXPECT_NE(error_of_open("resume", info(3)).find("holds 2 rows"), std::string::npos);
+  EXPECT_NE(error_of_open(IfExists::kResume, info(3)).find("holds 2 rows"), std::string::npos);
 }
 
 TEST_F(ResultWriterTest, ResumeRefusesDifferentSampling) {
   write_rows({0}, 2, false);
   RunInfo i = info(2);
   i.job_yaml = "model: models/tiny\ntask: generate\nsampling:\n  temperature: 0.7\n";
-  std::string m = error_of_open("resume", i);
+  std::string m = error_of_open(IfExists::kResume, i);
   EXPECT_NE(m.find("sampling.temperature"), std::string::npos) << m;
 }
 
@@ -395,7 +395,7 @@ TEST_F(ResultWriterTest, ResumeAllowsDifferentEngineLayoutAndIfExists) {
                "parallel:\n  tensor: 4\noutput:\n  if_exists: overwrite\n";
   i.world_size = 8;
   i.tensor_parallel = 4;
-  auto w = ResultWriter::open(path_, "resume", i);
+  auto w = ResultWriter::open(path_, IfExists::kResume, i);
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0}));
   w.reset();
   File f(path_);
@@ -405,16 +405,16 @@ TEST_F(ResultWriterTest, ResumeAllowsDifferentEngineLayoutAndIfExists) {
 
 TEST_F(ResultWriterTest, ResumeRejectsFileThatIsNotResults) {
   std::ofstream(path_) << "not hdf5\n";
-  std::string m = error_of_open("resume", info(2));
+  std::string m = error_of_open(IfExists::kResume, info(2));
   EXPECT_NE(m.find(path_), std::string::npos) << m;
   EXPECT_NE(m.find("not an HDF5 file"), std::string::npos) << m;
   hid_t f = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
-  EXPECT_NE(error_of_open("resume", info(2)).find("not a tpbatch results file"), std::string::npos);
+  EXPECT_NE(error_of_open(IfExists::kResume, info(2)).find("not a tpbatch results file"), std::string::npos);
 }
 
 TEST_F(ResultWriterTest, FinishSetsCompleteAndMetrics) {
-  auto w = ResultWriter::open(path_, "overwrite", info(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(1));
   {
     File f0(path_);
     EXPECT_EQ(int_attr(f0.id, "complete"), 0);
@@ -451,7 +451,7 @@ TEST_F(ResultWriterTest, FinishWithMissingRowsLeavesIncomplete) {
 }
 
 TEST_F(ResultWriterTest, InvalidUtf8StoredAsReplacementCharacter) {
-  auto w = ResultWriter::open(path_, "overwrite", info(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(1));
   RowResult r = row(0);
   r.output_text = "ab\xFF";
   w->write(r);
@@ -463,7 +463,7 @@ TEST_F(ResultWriterTest, InvalidUtf8StoredAsReplacementCharacter) {
 // One U+FFFD per byte that starts no valid sequence (not one per maximal invalid subpart, as
 // tok::utf8_lossy does): a truncated 3-byte sequence is two, a surrogate three, an overlong two.
 TEST_F(ResultWriterTest, InvalidUtf8ReplacedBytePerByte) {
-  auto w = ResultWriter::open(path_, "overwrite", info(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(1));
   RowResult r = row(0);
   r.output_text = "a\xE2\x82|\xED\xA0\x80|\xC0\xAF|\xF0\x9F\x98\x80";
   w->write(r);
@@ -472,10 +472,6 @@ TEST_F(ResultWriterTest, InvalidUtf8ReplacedBytePerByte) {
   const std::string fffd = "\xEF\xBF\xBD";
   EXPECT_EQ(read_strings(f.id, "output_text")[0],
             "a" + fffd + fffd + "|" + fffd + fffd + fffd + "|" + fffd + fffd + "|\xF0\x9F\x98\x80");
-}
-
-TEST_F(ResultWriterTest, UnknownIfExistsRejected) {
-  EXPECT_NE(error_of_open("append", info(1)).find("output.if_exists"), std::string::npos);
 }
 
 TEST_F(ResultWriterTest, ManyRowsWrittenInBatches) {
@@ -487,7 +483,7 @@ TEST_F(ResultWriterTest, ManyRowsWrittenInBatches) {
   for (int64_t i = 0; i + 64 < n; i += 64) std::shuffle(order.begin() + i, order.begin() + i + 64, rng);
   auto t0 = std::chrono::steady_clock::now();
   {
-    auto w = ResultWriter::open(path_, "overwrite", info(n));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(n));
     for (int64_t i : order) w->write(row(i));
     w->finish(RunMetrics{});
   }
@@ -503,7 +499,7 @@ TEST_F(ResultWriterTest, ManyRowsWrittenInBatches) {
 
 TEST_F(ResultWriterTest, InspectPrintsSummary) {
   {
-    auto w = ResultWriter::open(path_, "overwrite", info(3));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(3));
     w->write(row(0));
     RowResult bad;
     bad.index = 1;
@@ -539,10 +535,10 @@ TEST_F(ResultWriterTest, InspectMissingFileNamed) {
 // ---- issue 14: locking, inspect while running, cumulative metrics, model fingerprint, verification ----
 
 TEST_F(ResultWriterTest, SecondWriterOnLockedFileFailsWithoutTouchingIt) {
-  auto running = ResultWriter::open(path_, "overwrite", info(3));
+  auto running = ResultWriter::open(path_, IfExists::kOverwrite, info(3));
   running->write(row(0));
   running->flush();
-  for (const char* mode : {"overwrite", "resume"}) {
+  for (IfExists mode : {IfExists::kOverwrite, IfExists::kResume}) {
     const std::string msg = error_of_open(mode, info(3));
     EXPECT_NE(msg.find("locked by another running tpbatch job"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("overwrite"), std::string::npos) << "the hint must not suggest overwrite: " << msg;
@@ -556,7 +552,7 @@ TEST_F(ResultWriterTest, SecondWriterOnLockedFileFailsWithoutTouchingIt) {
 }
 
 TEST_F(ResultWriterTest, InspectReadsTheFileOfARunningWriter) {
-  auto running = ResultWriter::open(path_, "overwrite", info(4));
+  auto running = ResultWriter::open(path_, IfExists::kOverwrite, info(4));
   running->write(row(0));
   running->write(row(2));
   running->flush();
@@ -571,14 +567,14 @@ TEST_F(ResultWriterTest, MetricsAreTotalsOverResumedRuns) {
   RunMetrics first;
   first.wall_seconds = 10, first.prompt_tokens = 100, first.output_tokens = 50;
   {
-    auto w = ResultWriter::open(path_, "overwrite", info(2));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(2));
     w->write(row(0));
     w->finish(first);
   }
   RunMetrics second;
   second.wall_seconds = 30, second.prompt_tokens = 300, second.output_tokens = 150, second.output_tokens_per_second = 5;
   {
-    auto w = ResultWriter::open(path_, "resume", info(2));
+    auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
     w->write(row(1));
     w->finish(second);
   }
@@ -597,13 +593,13 @@ TEST_F(ResultWriterTest, ResumeRefusesAChangedModelNamingTheFile) {
   RunInfo a = info(2);
   a.model_fingerprint = "config.json=00000000000000aa;model.safetensors=100:00000000000000bb";
   {
-    auto w = ResultWriter::open(path_, "overwrite", a);
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, a);
     w->write(row(0));
     w->finish(RunMetrics{});
   }
   RunInfo b = a;
   b.model_fingerprint = "config.json=00000000000000aa;model.safetensors=100:00000000000000cc";
-  const std::string msg = error_of_open("resume", b);
+  const std::string msg = error_of_open(IfExists::kResume, b);
   EXPECT_NE(msg.find("model.safetensors changed"), std::string::npos) << msg;
   EXPECT_EQ(model_fingerprint_difference(a.model_fingerprint, a.model_fingerprint), "");
 }
@@ -623,7 +619,7 @@ TEST_F(ResultWriterTest, ResumeRecomputesDoneRowsWhoseDataDoesNotReadBack) {
     EXPECT_GE(H5Dwrite(d, t, ms, fs_, H5P_DEFAULT, &empty), 0);
     H5Sclose(ms), H5Sclose(fs_), H5Tclose(t), H5Dclose(d), H5Fclose(f);
   }
-  auto w = ResultWriter::open(path_, "resume", info(3));
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(3));
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1}));
 }
 
@@ -633,7 +629,7 @@ TEST_F(ResultWriterTest, ResumeOfACutOffFileCopiesItsRowsIntoAFreshFile) {
     File f(path_);
     EXPECT_EQ(int_attr(f.id, "writer_open"), 1);
   }
-  auto w = ResultWriter::open(path_, "resume", info(4));
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(4));
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1, 0}));
   EXPECT_FALSE(fs::exists(path_ + ".resume-tmp"));
   w->write(row(1));
