@@ -76,6 +76,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-9, 1e9));
   plan->add_option("--gemm-half-rows", po.speed.gemm_half_rows, "token rows at which GEMM reaches half its peak (0: none)")
       ->check(CLI::Range(0.0, 1e9));
+  std::string plan_gemm_rates;
+  plan->add_option("--gemm-rates", plan_gemm_rates,
+                   "GEMM rate at decode rows, ROWS:TFLOPS,... ascending (node total on CPU; default: measured or none)");
+  plan->add_option("--attention-tflops", po.speed.attention_tflops,
+                   "decode paged-attention rate in TFLOP/s (node total on CPU; 0: KV bytes / bandwidth only)")
+      ->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--prefill-attention-tflops", po.speed.prefill_attention_tflops,
+                   "prefill attention rate in TFLOP/s (node total on CPU; 0: at the GEMM rate)")
+      ->check(CLI::Range(0.0, 1e9));
   plan->add_option("--prompt-tokens", po.speed.prompt_tokens, "prompt tokens of the row shape (default: row - new)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   plan->add_option("--new-tokens", po.speed.new_tokens, "new tokens of the row shape (default: max_new_tokens)")
@@ -139,7 +148,10 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) return run_job(job_path, sets);
-    if (*plan) return run_plan(po, std::cout);
+    if (*plan) {
+      if (!plan_gemm_rates.empty()) po.speed.gemm_rates = parse_gemm_rates(plan_gemm_rates);
+      return run_plan(po, std::cout);
+    }
     if (*inspect) {
       inspect_results(results_path, std::cout);
       return kExitOk;

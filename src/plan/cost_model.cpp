@@ -44,35 +44,65 @@ double allreduce_us(double bytes, int t, const MachineModel& m) {
 
 double gemm_rate_flops(const MachineModel& m, double rows) {
   const double peak = m.gemm_tflops * 1e12;
-  if (m.gemm_half_rows <= 0) return peak;
-  return peak * rows / (rows + m.gemm_half_rows);
+  const std::vector<GemmRate>& pts = m.gemm_rates;
+  if (pts.empty()) {
+    if (m.gemm_half_rows <= 0) return peak;
+    return peak * rows / (rows + m.gemm_half_rows);
+  }
+  for (size_t i = 0; i < pts.size(); ++i)
+    if (pts[i].rows <= 0 || pts[i].tflops <= 0 || (i > 0 && pts[i].rows <= pts[i - 1].rows))
+      throw JobError("cost model: GEMM rates must be positive points in ascending rows");
+  if (rows <= pts.front().rows) return pts.front().tflops * 1e12 * rows / pts.front().rows;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (rows <= pts[i].rows) {
+      const double f = (rows - pts[i - 1].rows) / (pts[i].rows - pts[i - 1].rows);
+      return (pts[i - 1].tflops + f * (pts[i].tflops - pts[i - 1].tflops)) * 1e12;
+    }
+  // Past the last point: the m_half curve through it (R_last when it is at or above the peak).
+  const double last = pts.back().tflops * 1e12, m_last = pts.back().rows;
+  if (last >= peak) return last;
+  const double half = m_last * (peak / last - 1.0);
+  return peak * rows / (rows + half);
 }
 
 SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, const CostDtypes& dtypes,
                               const MachineModel& machine, const RowShape& shape) {
-  if (machine.memory_gbs <= 0 || machine.gemm_tflops <= 0 || machine.allreduce_gbs <= 0 || machine.alpha_us < 0)
-    throw JobError("cost model: memory bandwidth, GEMM rate and allreduce bandwidth must be positive, alpha >= 0");
-  if (shape.rows < 1 || shape.prompt_tokens < 1 || shape.new_tokens < 1)
+  if (machine.memory_gbs <= 0 || machine.gemm_tflops <= 0 || machine.allreduce_gbs <= 0 || machine.alpha_us < 0 ||
+      machine.attention_tflops < 0 || machine.prefill_attention_tflops < 0)
+    throw JobError("cost model: memory bandwidth, GEMM rate and allreduce bandwidth must be positive, alpha and the "
+                   "attention rates >= 0");
+  if (shape.rows < 1 || shape.prompt_tokens < 1 || shape.new_tokens < 1 || shape.max_batch_tokens < 0)
     throw JobError("cost model: rows, prompt tokens and new tokens must be at least 1");
   const int t = layout.tensor;
+  const int pp = layout.pipeline;
   const double bw_per_us = machine.memory_gbs * 1e3;  // bytes per microsecond
   const double act = static_cast<double>(dtype_size(dtypes.activation));
   const double wbytes = static_cast<double>(dtype_size(dtypes.weight));
   const double H = static_cast<double>(config.hidden_size);
-  const double rows = static_cast<double>(shape.rows);
+  // The scheduler's micro-batches: one per stage in flight, ceil(rows / PP) rows each.
+  const int64_t mb_rows = ceil_div(shape.rows, pp);
+  const double rows = static_cast<double>(mb_rows);
   const double prompt = static_cast<double>(shape.prompt_tokens);
   const double mean_context = prompt + static_cast<double>(shape.new_tokens) / 2.0;
-  const double prefill_tokens = rows * prompt;
-  const double local_q_dims = static_cast<double>(ceil_div(config.num_heads, t) * config.head_dim);
+  // Prefill in chunks of max_batch_tokens (at least one whole prompt per chunk, as the scheduler
+  // fills its token budget with whole rows' chunks; partial rows change the chunk count little).
+  const int64_t mb_prompt_tokens = mb_rows * shape.prompt_tokens;
+  const int64_t chunks = shape.max_batch_tokens > 0 ? ceil_div(mb_prompt_tokens, shape.max_batch_tokens) : 1;
+  const double chunk_tokens = static_cast<double>(mb_prompt_tokens) / static_cast<double>(chunks);
+  const double chunk_rows = chunk_tokens / prompt;
+  const double local_q_heads = static_cast<double>(ceil_div(config.num_heads, t));
+  const double local_q_dims = local_q_heads * static_cast<double>(config.head_dim);
   const double handoff_one = machine.alpha_us + rows * H * act / (machine.allreduce_gbs * 1e3);
   const double decode_rate = gemm_rate_flops(machine, rows);
-  const double prefill_rate = gemm_rate_flops(machine, prefill_tokens);
+  const double prefill_rate = gemm_rate_flops(machine, chunk_tokens);
 
   SpeedPrediction p;
-  double decode_us = 0.0, prefill_us = 0.0;
-  for (int s = 0; s < layout.pipeline; ++s) {
-    const int64_t layers = layers_of_stage(config.num_layers, layout.pipeline, s).size();
-    const bool last = s == layout.pipeline - 1;
+  p.micro_batch_rows = mb_rows;
+  p.prefill_chunks = chunks;
+  double decode_sum = 0.0, decode_slowest = 0.0, prefill_sum = 0.0, prefill_slowest = 0.0;
+  for (int s = 0; s < pp; ++s) {
+    const int64_t layers = layers_of_stage(config.num_layers, pp, s).size();
+    const bool last = s == pp - 1;
     const double w = streamed_bytes(config, layout, s, dtypes.weight);
     const double weight_us = w / bw_per_us;
     const double flops_per_token = 2.0 * w / wbytes;
@@ -80,30 +110,47 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
     const double kv_per_token =
         static_cast<double>(kv_bytes_per_token_of_rank(config, t, 0, layers, dtypes.kv));
     const double kv_us = rows * mean_context * kv_per_token / bw_per_us;
+    // QK^T and PV: 2 FLOPs x head_dim each per (query head, visible position).
+    const double attn_flops = rows * static_cast<double>(layers) * mean_context * 4.0 * local_q_dims;
+    const double attn_us =
+        machine.attention_tflops > 0 ? std::max(kv_us, attn_flops / (machine.attention_tflops * 1e12) * 1e6) : kv_us;
     const double n_allreduce = 2.0 * static_cast<double>(layers) + (last ? 1.0 : 0.0);
     const double ar_us = t > 1 ? n_allreduce * allreduce_us(rows * H * act, t, machine) : 0.0;
     p.weight_read_us += weight_us;
     p.gemm_us += gemm_us;
     p.kv_read_us += kv_us;
+    p.attention_us += attn_us;
     p.allreduce_us += ar_us;
-    decode_us += std::max(weight_us, gemm_us) + kv_us + ar_us;
+    const double stage_us = std::max(weight_us, gemm_us) + attn_us + ar_us;
+    decode_sum += stage_us;
+    decode_slowest = std::max(decode_slowest, stage_us);
 
-    // Prefill: linear FLOPs of every prompt token, causal attention (QK^T and PV: 2 x 2 x P^2/2 x
-    // local q dims per layer per row), allreduces of the whole chunk.
-    const double attn_flops = rows * static_cast<double>(layers) * 2.0 * prompt * prompt * local_q_dims;
-    const double prefill_gemm_us = (prefill_tokens * flops_per_token + attn_flops) / prefill_rate * 1e6;
-    const double prefill_ar_us = t > 1 ? n_allreduce * allreduce_us(prefill_tokens * H * act, t, machine) : 0.0;
-    prefill_us += std::max(weight_us, prefill_gemm_us) + prefill_ar_us;
+    // Prefill of one chunk: linear FLOPs of its tokens, causal attention (QK^T and PV: 2 x 2 x P^2/2
+    // x local q dims per layer per row), allreduces of the whole chunk.
+    const double prefill_attn_flops =
+        chunk_rows * static_cast<double>(layers) * 2.0 * prompt * prompt * local_q_dims;
+    const double prefill_attn_us = machine.prefill_attention_tflops > 0
+                                       ? prefill_attn_flops / (machine.prefill_attention_tflops * 1e12) * 1e6
+                                       : prefill_attn_flops / prefill_rate * 1e6;
+    const double prefill_gemm_us = chunk_tokens * flops_per_token / prefill_rate * 1e6 + prefill_attn_us;
+    const double prefill_ar_us = t > 1 ? n_allreduce * allreduce_us(chunk_tokens * H * act, t, machine) : 0.0;
+    const double prefill_stage_us = std::max(weight_us, prefill_gemm_us) + prefill_ar_us;
+    prefill_sum += prefill_stage_us;
+    prefill_slowest = std::max(prefill_slowest, prefill_stage_us);
   }
-  p.handoff_us = (layout.pipeline - 1) * handoff_one;
-  p.decode_step_us = decode_us + p.handoff_us;
-  p.tokens_per_s_replica = rows / (p.decode_step_us * 1e-6);
+  p.handoff_us = (pp - 1) * handoff_one;
+  p.decode_step_us = std::max(pp * decode_slowest, decode_sum + p.handoff_us);
+  p.tokens_per_s_replica = static_cast<double>(shape.rows) / (p.decode_step_us * 1e-6);
   p.tokens_per_s_total = p.tokens_per_s_replica * layout.data();
   const double prefill_handoff_us =
-      (layout.pipeline - 1) * (machine.alpha_us + prefill_tokens * H * act / (machine.allreduce_gbs * 1e3));
-  p.ttft_s = (prefill_us + prefill_handoff_us) * 1e-6;
-  const double batch_s = p.ttft_s + static_cast<double>(shape.new_tokens) * p.decode_step_us * 1e-6;
-  p.batch_output_tokens_per_s = rows * static_cast<double>(shape.new_tokens) * layout.data() / batch_s;
+      (pp - 1) * (machine.alpha_us + chunk_tokens * H * act / (machine.allreduce_gbs * 1e3));
+  const double queue = static_cast<double>(pp - 1) * prefill_slowest;  // micro-batches behind the first
+  const double n_chunks = static_cast<double>(chunks);
+  p.ttft_s = ((prefill_sum + queue / 2.0) * (n_chunks + 1.0) / 2.0 + prefill_handoff_us) * 1e-6;
+  p.prefill_s = (n_chunks * (prefill_sum + queue) + prefill_handoff_us) * 1e-6;
+  const double batch_s = p.prefill_s + static_cast<double>(shape.new_tokens) * p.decode_step_us * 1e-6;
+  p.batch_output_tokens_per_s =
+      static_cast<double>(shape.rows) * static_cast<double>(shape.new_tokens) * layout.data() / batch_s;
   return p;
 }
 

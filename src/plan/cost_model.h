@@ -7,18 +7,36 @@
 //   streamed bytes   W_s = shard_weight_bytes of the stage without the embedding table (a decode step
 //                    reads one embedding row per token, but every linear layer and the LM head whole)
 //   GEMM FLOPs       2 x tokens x W_s / weight bytes per element
-//   GEMM rate        R(m) = R_peak x m / (m + m_half): the rate the GEMM reaches at m token rows
-//                    (small-m GEMMs are inefficient even from cache); m_half = 0 means R_peak always
-//   KV bytes read    rows x mean context (prompt + new/2) x KV bytes per token of the stage
+//   GEMM rate        R(m), the rate gemm_nt reaches at m token rows. Measured points (m_i, R_i)
+//                    (`plan --calibrate`: the model's k, its weight dtype, weights streamed from
+//                    memory, at the threads per rank of the run; or --gemm-rates): R linear in m
+//                    between points, R_1 x m / m_1 below the first (the same time as m_1: the
+//                    weight stream), and above the last R_peak x m / (m + m_half) with m_half =
+//                    m_last x (R_peak / R_last - 1), continuous there. Without points
+//                    R(m) = R_peak x m / (m + m_half) (m_half = 0: R_peak always).
+//   attention        decode: max(KV bytes read / BW, attention FLOPs / R_attn), the FLOPs
+//                    rows x layers x local q heads x mean context x 4 x head_dim (QK^T and PV) and
+//                    R_attn the measured paged-attention rate (0: the KV bytes alone, as an
+//                    accelerator's attention is bound by them); KV bytes = rows x mean context
+//                    (prompt + new/2) x KV bytes per token of the stage
 //   allreduces       2 per layer (+1 on the last stage: the vocab-parallel logits), each of
 //                    S = tokens x hidden x activation bytes, ring cost alpha + 2(t-1)/t x S / B
-//   stage time       max(W_s / BW, FLOPs / R(m)) + KV bytes / BW + allreduces
-// Decode step = sum of the stage times + (PP-1) hand-offs of rows x hidden x activation bytes
-// (alpha + S / B): the batch crosses the stages one after another (no overlap assumed).
-// TTFT (a batch of rows prefilled together, rows x prompt tokens): per stage max(W_s / BW,
-// (linear + attention FLOPs) / R(T)) + its allreduces, summed, + hand-offs.
+//   stage time       max(W_s / BW, FLOPs / R(m)) + attention + allreduces, at m = the rows of one
+//                    micro-batch: the scheduler splits a replica's rows into PP micro-batches of
+//                    ceil(rows / PP) (engine/scheduler.cpp), one per stage in flight
+// Decode step (a row's time per output token) = max(PP x the slowest stage, the sum of the stages +
+// (PP-1) hand-offs of rows x hidden x activation bytes (alpha + S / B)): each stage serves every
+// micro-batch once per step, and one micro-batch crosses all the stages in turn. PP = 1: the stage.
+// TTFT: the prompt tokens of a micro-batch prefilled in chunks of max_batch_tokens; a chunk of T
+// tokens costs per stage max(W_s / BW, linear FLOPs / R(T) + attention FLOPs / R_prefill_attn)
+// (R_prefill_attn 0: the attention FLOPs at R(T) too) + its allreduces; the micro-batches and
+// chunks queue, so the mean TTFT over rows = (sum of the stages + (PP-1)/2 x the slowest) x
+// (chunks + 1) / 2 + hand-offs, and the whole prefill = the chunks x (the sum + (PP-1) x slowest).
 // Tokens/s per replica = rows / decode step; in total x data-parallel replicas.
+// Not counted (measured small here): sampling and the host's per-step work (greedy argmax over the
+// vocabulary, the scheduler), norms, RoPE and the activations' element-wise passes.
 #include <cstdint>
+#include <vector>
 
 #include "backend/dtype.h"
 #include "model/config.h"
@@ -28,18 +46,27 @@ namespace tpbatch {
 
 // One rank's machine. On the CPU backend ranks of a node share memory bandwidth and cores: the
 // caller passes each rank's share (plan_command divides node totals by the ranks per node).
+struct GemmRate {
+  double rows = 0.0;             // m, token rows of the GEMM
+  double tflops = 0.0;           // the rate gemm_nt reached there
+};
+
 struct MachineModel {
   double memory_gbs = 0.0;       // read bandwidth, GB/s (1e9 B/s)
   double gemm_tflops = 0.0;      // GEMM peak, TFLOP/s (1e12)
   double gemm_half_rows = 0.0;   // m_half of R(m) above; 0: the peak at every m
   double alpha_us = 0.0;         // allreduce / hand-off latency
   double allreduce_gbs = 0.0;    // allreduce bus bandwidth (and the hand-off's), GB/s
+  std::vector<GemmRate> gemm_rates;       // measured R(m), ascending rows; empty: the m_half curve
+  double attention_tflops = 0.0;          // decode paged attention; 0: KV bytes / BW only
+  double prefill_attention_tflops = 0.0;  // prefill attention; 0: at the GEMM rate R(T)
 };
 
 struct RowShape {
   int64_t prompt_tokens = 128;
   int64_t new_tokens = 64;
   int64_t rows = 1;              // concurrent rows per replica
+  int64_t max_batch_tokens = 0;  // tokens per prefill chunk (engine.max_batch_tokens); 0: unchunked
 };
 
 struct CostDtypes {
@@ -52,20 +79,24 @@ struct SpeedPrediction {
   // Decode step, summed over the stages, microseconds.
   double weight_read_us = 0.0;   // sum of W_s / BW
   double gemm_us = 0.0;          // sum of FLOPs / R(rows)
-  double kv_read_us = 0.0;
+  double kv_read_us = 0.0;       // sum of KV bytes / BW
+  double attention_us = 0.0;     // sum of max(KV bytes / BW, attention FLOPs / R_attn)
   double allreduce_us = 0.0;
   double handoff_us = 0.0;
   double decode_step_us = 0.0;
   double tokens_per_s_replica = 0.0;
   double tokens_per_s_total = 0.0;
-  double ttft_s = 0.0;
-  // The whole batch of one replica: TTFT + new_tokens decode steps; output tokens/s over all replicas.
+  double ttft_s = 0.0;           // mean over the rows
+  double prefill_s = 0.0;        // the whole batch's prefill
+  int64_t micro_batch_rows = 0;  // ceil(rows / PP): the m of the decode GEMMs
+  int64_t prefill_chunks = 1;
+  // The whole batch of one replica: prefill + new_tokens decode steps; output tokens/s over all replicas.
   double batch_output_tokens_per_s = 0.0;
 };
 
 // The ring allreduce time of S bytes over t ranks (0 when t <= 1).
 double allreduce_us(double bytes, int t, const MachineModel& m);
-// R(m) in FLOP/s.
+// R(m) in FLOP/s (see above). Throws JobError when gemm_rates are not ascending positive points.
 double gemm_rate_flops(const MachineModel& m, double rows);
 
 SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, const CostDtypes& dtypes,

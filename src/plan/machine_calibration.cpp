@@ -5,16 +5,43 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <thread>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/gemm.h"
 
 namespace tpbatch {
 namespace {
 
+// The ranks of this node measure at once: a barrier before each timed pass lines them up (a no-op
+// outside MPI), so their passes overlap as a run's ranks' steps do.
+MPI_Comm g_node = MPI_COMM_NULL;
+void line_up() {
+  if (g_node != MPI_COMM_NULL) MPI_Barrier(g_node);
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Best seconds of fn() over reps after one warm-up call, the ranks lined up before each.
+template <typename Fn>
+double best_seconds(int reps, Fn&& fn) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    line_up();
+    const double t0 = now_s();
+    fn();
+    best = std::min(best, now_s() - t0);
+  }
+  return best;
 }
 
 double measure_memory_gbs() {
@@ -22,32 +49,102 @@ double measure_memory_gbs() {
   std::vector<float> buf(n);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(i & 1023);
-  double best = 1e30;
   volatile float sink = 0.0f;
-  for (int rep = 0; rep < 6; ++rep) {
-    const double t0 = now_s();
+  const double t = best_seconds(5, [&] {
     float sum = 0.0f;
 #pragma omp parallel for schedule(static) reduction(+ : sum)
     for (size_t i = 0; i < n; ++i) sum += buf[i];
-    const double t = now_s() - t0;
     sink = sink + sum;
-    if (rep > 0) best = std::min(best, t);  // the first pass warms the pages and caches
-  }
-  return static_cast<double>(n * sizeof(float)) / best / 1e9;
+  });
+  return static_cast<double>(n * sizeof(float)) / t / 1e9;
 }
 
-// Best FLOP/s of y = x · w^T at m x n x k, fp32.
+// Best FLOP/s of y = x · w^T at m x n x k, fp32, the same weights every call (cache-resident when small).
 double measure_gemm_flops(int64_t m, int64_t n, int64_t k, int reps) {
   std::vector<float> x(static_cast<size_t>(m * k), 0.5f), w(static_cast<size_t>(n * k), 0.25f),
       y(static_cast<size_t>(m * n));
-  cpu::gemm_nt(x.data(), w.data(), DType::F32, y.data(), m, n, k);  // warm-up
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const double t0 = now_s();
-    cpu::gemm_nt(x.data(), w.data(), DType::F32, y.data(), m, n, k);
-    best = std::min(best, now_s() - t0);
+  const double t = best_seconds(reps, [&] { cpu::gemm_nt(x.data(), w.data(), DType::F32, y.data(), m, n, k); });
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t;
+}
+
+// One decoder layer's linear layers (q+k+v, o, gate+up, down) as gemm_nt shapes, n scaled so a layer
+// is at most 32 MiB, in copies totalling >= 128 MiB: a pass over all copies streams the weights from
+// memory, as a decode step streams a model far larger than the caches.
+struct LayerWeights {
+  struct Matrix {
+    int64_t n, k;
+  };
+  std::vector<Matrix> shapes;
+  std::vector<std::vector<uint8_t>> copies;  // each: the shapes' weights back to back
+  DType dtype;
+  int64_t max_k = 0, max_n = 0;
+  double elements = 0;  // of one copy
+
+  LayerWeights(const ModelConfig& c, DType w) : dtype(w) {
+    const int64_t H = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    const int64_t inter = std::max<int64_t>(1, c.intermediate_size);
+    shapes = {{q + 2 * kv, H}, {H, q}, {2 * inter, H}, {H, inter}};
+    double bytes = 0;
+    for (const auto& s : shapes) bytes += static_cast<double>(s.n * s.k) * dtype_size(w);
+    const double limit = 32.0 * (1 << 20), total = 128.0 * (1 << 20);
+    const double scale = std::min(1.0, limit / bytes);
+    for (auto& s : shapes) s.n = std::max<int64_t>(16, static_cast<int64_t>(static_cast<double>(s.n) * scale));
+    size_t layer_bytes = 0;
+    for (const auto& s : shapes) {
+      layer_bytes += static_cast<size_t>(s.n * s.k) * dtype_size(w);
+      elements += static_cast<double>(s.n * s.k);
+      max_k = std::max(max_k, s.k);
+      max_n = std::max(max_n, s.n);
+    }
+    const size_t n_copies = std::max<size_t>(1, static_cast<size_t>(total / static_cast<double>(layer_bytes)) + 1);
+    // 0x3C in every byte: 0.0115 as fp32 and bf16, 1.06 as fp16, finite in each.
+    copies.assign(n_copies, std::vector<uint8_t>(layer_bytes, 0x3C));
   }
-  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / best;
+
+  // Best FLOP/s of one pass over every copy at m rows.
+  double flops_at(int64_t m, int reps) const {
+    std::vector<float> x(static_cast<size_t>(m * max_k), 0.5f), y(static_cast<size_t>(m * max_n));
+    const double t = best_seconds(reps, [&] {
+      for (const auto& copy : copies) {
+        size_t offset = 0;
+        for (const auto& s : shapes) {
+          cpu::gemm_nt(x.data(), copy.data() + offset, dtype, y.data(), m, s.n, s.k);
+          offset += static_cast<size_t>(s.n * s.k) * dtype_size(dtype);
+        }
+      }
+    });
+    return 2.0 * static_cast<double>(m) * elements * static_cast<double>(copies.size()) / t;
+  }
+};
+
+// Best FLOP/s of cpu::paged_attention over `seqs` sequences, each `rows` new rows after `context`
+// cached positions, at the model's heads and KV dtype; `layers` layer caches rotated (decode: the
+// step reads every layer's cache from memory).
+double attention_flops(const ModelConfig& c, DType kv_dtype, int64_t seqs, int64_t rows, int64_t context,
+                       int64_t layers, int reps) {
+  const int64_t qh = c.num_heads, kvh = c.num_kv_heads, hd = c.head_dim, bs = 16;
+  const int64_t per_seq_blocks = (context + rows + bs - 1) / bs;
+  KvLayout kv{seqs * per_seq_blocks, kvh, bs, hd, 0, kv_dtype};
+  const size_t cache_bytes = kv.elements_per_layer() * dtype_size(kv_dtype);
+  std::vector<std::vector<uint8_t>> kc(static_cast<size_t>(layers), std::vector<uint8_t>(cache_bytes, 0x3C)),
+      vc = kc;
+  std::vector<int32_t> table(static_cast<size_t>(kv.num_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<AttentionSeq> spans;
+  double flops = 0;
+  for (int64_t s = 0; s < seqs; ++s) {
+    spans.push_back({s * rows, rows, context, table.data() + s * per_seq_blocks, per_seq_blocks});
+    for (int64_t i = 0; i < rows; ++i) flops += 4.0 * static_cast<double>(hd * qh * (context + i + 1));
+  }
+  const int64_t stride = (qh + 2 * kvh) * hd;
+  std::vector<float> qkv(static_cast<size_t>(seqs * rows * stride), 0.01f), out(static_cast<size_t>(seqs * rows * qh * hd));
+  const double t = best_seconds(reps, [&] {
+    for (int64_t l = 0; l < layers; ++l)
+      cpu::paged_attention(qkv.data(), stride, qkv.data() + qh * hd, qkv.data() + (qh + kvh) * hd, stride,
+                           kc[static_cast<size_t>(l)].data(), vc[static_cast<size_t>(l)].data(), kv, qh, spans.data(),
+                           seqs, out.data());
+  });
+  return flops * static_cast<double>(layers) / t;
 }
 
 // Best seconds of one MPI_Allreduce of `floats` floats, over `reps` after a warm-up.
@@ -66,6 +163,49 @@ double allreduce_seconds(int floats, int reps) {
   return best;
 }
 
+// The node's total of a per-rank rate (this rank's own outside MPI).
+double node_total(double mine) {
+  if (g_node == MPI_COMM_NULL) return mine;
+  double sum = 0.0;
+  MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, g_node);
+  return sum;
+}
+
+void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calibration& c) {
+  if (r.memory) c.memory_gbs = node_total(measure_memory_gbs());
+  if (!r.gemm) return;
+  const double peak = measure_gemm_flops(512, 2048, 2048, 3);
+  const double decode = measure_gemm_flops(32, 2048, 768, 20);
+  c.gemm_tflops = node_total(peak) / 1e12;
+  c.gemm_decode_tflops = node_total(decode) / 1e12;
+  c.gemm_half_rows = decode < peak ? 32.0 * (peak / decode - 1.0) : 0.0;
+  {
+    const LayerWeights layer(config, r.weight);
+    for (int64_t m : {1, 4, 8, 16, 32, 64, 128}) {
+      if (m > 16 && m / 2 >= r.rows) break;  // the point before covered the row shape's rows
+      c.gemm_rates.push_back(GemmRate{static_cast<double>(m), node_total(layer.flops_at(m, m >= 32 ? 2 : 3)) / 1e12});
+    }
+  }
+  const int64_t rows = std::max<int64_t>(1, r.rows);
+  const int64_t context = std::max<int64_t>(1, r.prompt_tokens + r.new_tokens / 2);
+  const int64_t per_layer_kv = rows * (context + 1) * config.num_kv_heads * config.head_dim * 2 *
+                               static_cast<int64_t>(dtype_size(r.kv));
+  const int64_t layers = std::clamp<int64_t>((int64_t{128} << 20) / std::max<int64_t>(1, per_layer_kv), 1,
+                                             std::max<int64_t>(1, config.num_layers));
+  c.attention_tflops = node_total(attention_flops(config, r.kv, rows, 1, context, layers, 3)) / 1e12;
+  // Prefill: whole prompts of up to 512 tokens, as many as make the work of 8 x 128-token prompts
+  // (the rate, not the time, is what is kept; a long prompt's quadratic work would only cost time).
+  const int64_t prompt = std::clamp<int64_t>(r.prompt_tokens, 1, 512);
+  const int64_t prompts = std::clamp<int64_t>(8 * 128 * 128 / (prompt * prompt), 1, std::min<int64_t>(rows, 8));
+  c.prefill_attention_tflops = node_total(attention_flops(config, r.kv, prompts, prompt, 0, 1, 2)) / 1e12;
+}
+
+int threads_per_rank(const CalibrationRequest& r, int local_ranks) {
+  if (r.threads > 0) return r.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, local_ranks));
+}
+
 }  // namespace
 
 int launched_world_size() {
@@ -77,9 +217,11 @@ int launched_world_size() {
   return 1;
 }
 
-Calibration calibrate_machine(bool measure_memory, bool measure_gemm) {
+Calibration calibrate_machine(const ModelConfig& config, const CalibrationRequest& request) {
   Calibration c;
-  if (launched_world_size() >= 2) {
+  const bool mpi = launched_world_size() >= 2;
+  int local = 1;
+  if (mpi) {
     MPI_Init(nullptr, nullptr);
     int size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &c.mpi_rank);
@@ -93,17 +235,19 @@ Calibration calibrate_machine(bool measure_memory, bool measure_gemm) {
       c.alpha_us = small * 1e6;
       c.allreduce_gbs = 2.0 * (size - 1) / size * S / std::max(large - small, 1e-9) / 1e9;
     }
-    MPI_Finalize();
-    if (c.mpi_rank != 0) return c;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &g_node);
+    MPI_Comm_size(g_node, &local);
   }
-  c.gemm_threads = omp_get_max_threads();
-  if (measure_memory) c.memory_gbs = measure_memory_gbs();
-  if (measure_gemm) {
-    const double peak = measure_gemm_flops(512, 2048, 2048, 3);
-    const double decode = measure_gemm_flops(32, 2048, 768, 20);
-    c.gemm_tflops = peak / 1e12;
-    c.gemm_decode_tflops = decode / 1e12;
-    c.gemm_half_rows = decode < peak ? 32.0 * (peak / decode - 1.0) : 0.0;
+  c.ranks_measuring = local;
+  c.gemm_threads = threads_per_rank(request, local);
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(c.gemm_threads);
+  measure_rates(config, request, c);
+  omp_set_num_threads(saved_threads);
+  if (mpi) {
+    MPI_Comm_free(&g_node);
+    g_node = MPI_COMM_NULL;
+    MPI_Finalize();
   }
   return c;
 }

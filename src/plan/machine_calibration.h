@@ -1,23 +1,54 @@
 #pragma once
 // `tpbatch plan --calibrate`: measures this machine's rates for the cost model (plan/cost_model.h).
-//   read bandwidth   an OpenMP sum over a 256 MiB float buffer (all threads), best of 5
-//   GEMM             cpu::gemm_nt fp32 at a large shape (512 x 2048 x 2048: the peak) and at a
-//                    decode shape (32 rows x 2048 x 768, weights in cache), giving R_peak and
-//                    m_half = 32 x (R_peak / R(32) - 1)
+// Every rank mpirun launched measures at once, each with the OpenMP threads a run's rank gets
+// (engine.threads, else cores / ranks on the node, as run_job's blas_threads), so the rates are
+// those of the run's layout: ranks sharing cores and memory bandwidth slow each other here as they
+// do in the run. Node totals = the sum over the node's ranks (rank 0 reports them).
+//   read bandwidth   an OpenMP sum over a 256 MiB float buffer per rank, best of 5
+//   GEMM peak        cpu::gemm_nt fp32 at 512 x 2048 x 2048
+//   GEMM at decode   cpu::gemm_nt at m = 1, 4, 8, 16 (and 32, 64, 128 up to the first >= the
+//                    row shape's rows per micro-batch) rows over one decoder layer's
+//   rows, R(m)       matrices (q+k+v, o, gate, up, down: the model's k, its weight dtype; n scaled
+//                    down to at most 32 MiB a layer), rotating over copies of >= 128 MiB so the
+//                    weights stream from memory as in a decode step. The old single figure
+//                    (32 rows x 2048 x 768, in cache) and m_half = 32 x (R_peak / R(32) - 1) stay
+//                    in the JSON for comparison.
+//   attention        cpu::paged_attention at the model's heads, head_dim and KV dtype: decode of
+//                    the row shape's rows at its mean context (each layer's cache rotated, up to
+//                    128 MiB), and a prefill of whole prompts (up to 512 tokens, 8 x 128^2 work);
+//                    the rates count 4 x head_dim FLOPs per (query head, visible position)
 //   allreduce        MPI_Allreduce of float sums, 8 B and 4 MiB, when launched by mpirun with >= 2
 //                    ranks: alpha = the 8 B time, B = 2(t-1)/t x S / (t(S) - alpha)
-// All values are this process's (the node's, for memory and GEMM: other ranks are idle then).
-#include <ostream>
-#include <string>
+#include <cstdint>
+#include <vector>
+
+#include "backend/dtype.h"
+#include "model/config.h"
+#include "plan/cost_model.h"
 
 namespace tpbatch {
 
+struct CalibrationRequest {
+  bool memory = true;
+  bool gemm = true;
+  int threads = 0;              // per rank; 0: cores / ranks on this node (at least 1)
+  DType weight = DType::F32;    // of the decode GEMMs
+  DType kv = DType::F32;        // of the attention's cache
+  int64_t rows = 32;            // decode attention: rows per step (per micro-batch)
+  int64_t prompt_tokens = 128;  // decode context = prompt + new / 2; prefill of rows x prompt
+  int64_t new_tokens = 64;
+};
+
 struct Calibration {
-  double memory_gbs = 0.0;
-  double gemm_tflops = 0.0;        // large shape
-  double gemm_decode_tflops = 0.0; // decode shape
+  double memory_gbs = 0.0;         // node total
+  double gemm_tflops = 0.0;        // large shape, node total
+  double gemm_decode_tflops = 0.0; // 32 x 2048 x 768 in cache (the old figure), node total
   double gemm_half_rows = 0.0;
-  int gemm_threads = 1;
+  std::vector<GemmRate> gemm_rates;       // R(m) at the model's layer, streamed, node totals
+  double attention_tflops = 0.0;          // decode paged attention, node total
+  double prefill_attention_tflops = 0.0;  // prefill paged attention, node total
+  int gemm_threads = 1;            // OpenMP threads of each measuring rank
+  int ranks_measuring = 1;         // ranks of this node that measured at once
   bool allreduce_measured = false;
   int allreduce_ranks = 0;
   double alpha_us = 0.0;
@@ -28,8 +59,9 @@ struct Calibration {
 // The world size mpirun / srun launched this process with (1 when none).
 int launched_world_size();
 
-// Measures the allreduce first (all ranks, then MPI_Finalize), then memory and GEMM on rank 0 only
-// (the other ranks return at once, with mpi_rank set).
-Calibration calibrate_machine(bool measure_memory, bool measure_gemm);
+// Under mpirun with >= 2 ranks: the allreduce first, then every rank measures memory, GEMM and
+// attention at once and rank 0 gets the node's totals; MPI is finalised before returning (the
+// other ranks return with mpi_rank set, their figures their own).
+Calibration calibrate_machine(const ModelConfig& config, const CalibrationRequest& request);
 
 }  // namespace tpbatch

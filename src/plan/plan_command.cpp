@@ -245,9 +245,24 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
 
   // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
   // 0 goes on (and measures memory and GEMM alone, the others idle).
+  // The GEMMs at the weights' dtype and the attention at the cache's, the row shape the speed
+  // report will use, and the threads a run's rank gets (engine.threads, else cores / ranks).
   std::optional<Calibration> calibration;
   if (o.speed.calibrate) {
-    calibration = calibrate_machine(o.speed.memory_gbs <= 0, o.speed.gemm_tflops <= 0);
+    CalibrationRequest req;
+    req.memory = o.speed.memory_gbs <= 0;
+    req.gemm = o.speed.gemm_tflops <= 0;
+    req.threads = static_cast<int>(job.engine.threads);
+    req.weight = plan_weight_dtype(job, cfg);
+    req.kv = kv_cache_dtype_for(job.engine.kv_cache_dtype, "cpu");
+    req.new_tokens = o.speed.new_tokens > 0 ? o.speed.new_tokens : std::max<int64_t>(1, job.sampling.max_new_tokens);
+    const int64_t row_tokens = o.row_tokens > 0 ? o.row_tokens
+                                                : std::min<int64_t>(cfg.max_position_embeddings,
+                                                                    1024 + job.sampling.max_new_tokens);
+    req.prompt_tokens =
+        o.speed.prompt_tokens > 0 ? o.speed.prompt_tokens : std::max<int64_t>(1, row_tokens - req.new_tokens);
+    req.rows = o.speed.rows > 0 ? o.speed.rows : job.engine.max_seqs;
+    calibration = calibrate_machine(cfg, req);
     if (calibration->mpi_rank != 0) return kExitOk;
   }
   const bool alpha_measured = o.alpha_us < 0 && calibration && calibration->allreduce_measured;

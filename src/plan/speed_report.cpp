@@ -1,13 +1,42 @@
 #include "plan/speed_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/error.h"
 
 namespace tpbatch {
 
 bool wants_speed(const SpeedRequest& r) { return r.calibrate || r.memory_gbs > 0 || r.gemm_tflops > 0; }
+
+std::vector<GemmRate> parse_gemm_rates(const std::string& text) {
+  std::vector<GemmRate> out;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    const size_t colon = item.find(':');
+    char* rest = nullptr;
+    GemmRate g;
+    bool ok = colon != std::string::npos;
+    if (ok) {
+      const std::string rows = item.substr(0, colon), rate = item.substr(colon + 1);
+      g.rows = std::strtod(rows.c_str(), &rest);
+      ok = !rows.empty() && *rest == '\0';
+      g.tflops = std::strtod(rate.c_str(), &rest);
+      ok = ok && !rate.empty() && *rest == '\0';
+    }
+    if (!ok || !(g.rows > 0) || !(g.tflops > 0) || !std::isfinite(g.rows) || !std::isfinite(g.tflops) ||
+        (!out.empty() && g.rows <= out.back().rows))
+      throw JobError("--gemm-rates: '" + item + "' is not ROWS:TFLOPS with both positive and rows ascending (e.g. "
+                     "1:0.005,8:0.03,32:0.05)");
+    out.push_back(g);
+    begin = end + 1;
+  }
+  return out;
+}
 
 SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibration>& cal,
                               const std::string& allreduce_source, const Plan& plan, const ModelConfig& config,
@@ -29,6 +58,29 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
                               in.accelerator ? kAcceleratorGemmTflops : kCpuGemmTflops, rep.gemm_source);
   rep.node.gemm_half_rows = r.gemm_half_rows >= 0 ? r.gemm_half_rows
                             : (cal && r.gemm_tflops <= 0) ? cal->gemm_half_rows : 0.0;
+  // The measured R(m) points belong with the measured peak (a given --gemm-tflops drops them, as it
+  // drops the measured m_half); attention rates likewise with a given --memory-gbs or --gemm-tflops.
+  const bool own_rates = cal && r.gemm_tflops <= 0;
+  if (!r.gemm_rates.empty()) {
+    rep.node.gemm_rates = r.gemm_rates;
+    rep.gemm_rates_source = "given";
+  } else if (own_rates && !cal->gemm_rates.empty()) {
+    rep.node.gemm_rates = cal->gemm_rates;
+    rep.gemm_rates_source = "measured";
+  } else {
+    rep.gemm_rates_source = "none";
+  }
+  if (r.attention_tflops >= 0 || r.prefill_attention_tflops >= 0) {
+    rep.node.attention_tflops = std::max(0.0, r.attention_tflops);
+    rep.node.prefill_attention_tflops = std::max(0.0, r.prefill_attention_tflops);
+    rep.attention_source = "given";
+  } else if (own_rates && r.memory_gbs <= 0 && cal->attention_tflops > 0) {
+    rep.node.attention_tflops = cal->attention_tflops;
+    rep.node.prefill_attention_tflops = cal->prefill_attention_tflops;
+    rep.attention_source = "measured";
+  } else {
+    rep.attention_source = "none";
+  }
   rep.node.alpha_us = in.alpha_us;
   rep.node.allreduce_gbs = in.bandwidth_gbs;
   rep.allreduce_source = allreduce_source;
@@ -37,6 +89,9 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   rep.ranks_sharing = in.accelerator ? 1 : std::max(1, std::min(in.ranks_per_node, in.world_size));
   rep.rank.memory_gbs /= rep.ranks_sharing;
   rep.rank.gemm_tflops /= rep.ranks_sharing;
+  for (GemmRate& g : rep.rank.gemm_rates) g.tflops /= rep.ranks_sharing;
+  rep.rank.attention_tflops /= rep.ranks_sharing;
+  rep.rank.prefill_attention_tflops /= rep.ranks_sharing;
 
   const int64_t new_tokens = r.new_tokens > 0 ? r.new_tokens : std::max<int64_t>(1, max_new_tokens);
   const int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : std::max<int64_t>(1, in.row_tokens - new_tokens);
@@ -46,7 +101,7 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
     const int64_t rows = r.rows > 0 ? r.rows : std::min<int64_t>(in.max_seqs, g.concurrent_rows);
     if (g.fits && rows >= 1) {
       s.predicted = true;
-      s.shape = RowShape{prompt, new_tokens, rows};
+      s.shape = RowShape{prompt, new_tokens, rows, in.max_batch_tokens};
       s.p = predict_speed(config, Layout{in.world_size, g.tensor, g.pipeline}, dtypes, rep.rank, s.shape);
     }
     rep.layouts.push_back(s);
@@ -56,12 +111,32 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
 
 namespace {
 
+nlohmann::json rates_json(const std::vector<GemmRate>& rates) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const GemmRate& g : rates) a.push_back({{"rows", g.rows}, {"tflops", g.tflops}});
+  return a;
+}
+
 nlohmann::json machine_json(const MachineModel& m) {
   return nlohmann::json{{"memory_gbs", m.memory_gbs},
                         {"gemm_tflops", m.gemm_tflops},
                         {"gemm_half_rows", m.gemm_half_rows},
                         {"alpha_us", m.alpha_us},
-                        {"allreduce_gbs", m.allreduce_gbs}};
+                        {"allreduce_gbs", m.allreduce_gbs},
+                        {"gemm_rates", rates_json(m.gemm_rates)},
+                        {"attention_tflops", m.attention_tflops},
+                        {"prefill_attention_tflops", m.prefill_attention_tflops}};
+}
+
+// "1:0.0046,8:0.0258" as --gemm-rates takes it.
+std::string rates_flag(const std::vector<GemmRate>& rates) {
+  std::string s;
+  char item[64];
+  for (const GemmRate& g : rates) {
+    std::snprintf(item, sizeof item, "%s%g:%.6g", s.empty() ? "" : ",", g.rows, g.tflops);
+    s += item;
+  }
+  return s;
 }
 
 }  // namespace
@@ -73,13 +148,19 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
   m["memory_source"] = rep.memory_source;
   m["gemm_source"] = rep.gemm_source;
   m["allreduce_source"] = rep.allreduce_source;
+  m["gemm_rates_source"] = rep.gemm_rates_source;
+  m["attention_source"] = rep.attention_source;
   if (rep.calibration) {
     const Calibration& c = *rep.calibration;
     m["calibration"] = {{"memory_gbs", c.memory_gbs},           {"gemm_tflops", c.gemm_tflops},
                         {"gemm_decode_tflops", c.gemm_decode_tflops}, {"gemm_half_rows", c.gemm_half_rows},
                         {"gemm_threads", c.gemm_threads},       {"allreduce_measured", c.allreduce_measured},
                         {"allreduce_ranks", c.allreduce_ranks}, {"alpha_us", c.alpha_us},
-                        {"allreduce_gbs", c.allreduce_gbs}};
+                        {"allreduce_gbs", c.allreduce_gbs},     {"gemm_rates", rates_json(c.gemm_rates)},
+                        {"gemm_rates_flag", rates_flag(c.gemm_rates)},
+                        {"attention_tflops", c.attention_tflops},
+                        {"prefill_attention_tflops", c.prefill_attention_tflops},
+                        {"ranks_measuring", c.ranks_measuring}};
   }
   j["machine"] = m;
   auto& layouts = j["layouts"];
@@ -96,6 +177,10 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
                            {"weight_read_us", s.p.weight_read_us},
                            {"gemm_us", s.p.gemm_us},
                            {"kv_read_us", s.p.kv_read_us},
+                           {"attention_us", s.p.attention_us},
+                           {"micro_batch_rows", s.p.micro_batch_rows},
+                           {"prefill_chunks", s.p.prefill_chunks},
+                           {"prefill_s", s.p.prefill_s},
                            {"allreduce_us", s.p.allreduce_us},
                            {"handoff_us", s.p.handoff_us},
                            {"tokens_per_s_replica", s.p.tokens_per_s_replica},
@@ -120,9 +205,19 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
     const Calibration& c = *rep.calibration;
     std::snprintf(line, sizeof line,
                   "calibration: read %.2f GB/s, gemm_nt fp32 %.1f GFLOP/s at 512x2048x2048, %.1f GFLOP/s at 32x2048x768 "
-                  "(%d threads)",
-                  c.memory_gbs, c.gemm_tflops * 1e3, c.gemm_decode_tflops * 1e3, c.gemm_threads);
+                  "(%d ranks x %d threads measuring at once; node totals)",
+                  c.memory_gbs, c.gemm_tflops * 1e3, c.gemm_decode_tflops * 1e3, c.ranks_measuring, c.gemm_threads);
     out << line;
+    if (!c.gemm_rates.empty()) {
+      out << "; decode GEMM R(m) GFLOP/s streamed at the model's layer:";
+      for (const GemmRate& g : c.gemm_rates) {
+        std::snprintf(line, sizeof line, " %g:%.1f", g.rows, g.tflops * 1e3);
+        out << line;
+      }
+      std::snprintf(line, sizeof line, "; attention %.2f GFLOP/s decode, %.2f prefill", c.attention_tflops * 1e3,
+                    c.prefill_attention_tflops * 1e3);
+      out << line;
+    }
     if (c.allreduce_measured)
       std::snprintf(line, sizeof line, "; MPI allreduce over %d ranks: alpha %.2f us, B %.2f GB/s\n", c.allreduce_ranks,
                     c.alpha_us, c.allreduce_gbs);
@@ -146,8 +241,9 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
     }
     out << line;
   }
-  out << "(decode step = max(weights / bandwidth, GEMM FLOPs / rate) + KV read + allreduces, summed over stages, "
-         "+ hand-offs; rows per replica)\n";
+  out << "(decode step = per stage max(weights / bandwidth, GEMM FLOPs / R(micro-batch rows)) + attention + "
+         "allreduces; max(PP x the slowest stage, their sum + hand-offs); rows per replica; GEMM rates "
+      << rep.gemm_rates_source << ", attention rates " << rep.attention_source << ")\n";
 }
 
 }  // namespace tpbatch

@@ -28,6 +28,9 @@ struct SpeedRequest {
   double memory_gbs = -1.0;       // < 0: measured (--calibrate) or the default
   double gemm_tflops = -1.0;
   double gemm_half_rows = -1.0;   // < 0: measured or 0
+  std::vector<GemmRate> gemm_rates;        // --gemm-rates M:TFLOPS,...; empty: measured or none
+  double attention_tflops = -1.0;          // < 0: measured or 0 (KV bytes / bandwidth only)
+  double prefill_attention_tflops = -1.0;  // < 0: measured or 0 (at the GEMM rate)
   int64_t prompt_tokens = 0;      // 0: row_tokens - max_new_tokens
   int64_t new_tokens = 0;         // 0: the job's sampling.max_new_tokens
   int64_t rows = 0;               // per replica; 0: min(max_seqs, the layout's concurrent rows)
@@ -44,11 +47,16 @@ struct SpeedReport {
   MachineModel rank;              // what one rank gets: CPU memory and GEMM shared by the node's ranks
   int ranks_sharing = 1;
   std::string memory_source, gemm_source, allreduce_source;  // "measured" | "given" | "default"
+  std::string gemm_rates_source, attention_source;           // also "none"
   std::optional<Calibration> calibration;
   std::vector<LayoutSpeed> layouts;  // parallel to Plan::layouts
 };
 
 bool wants_speed(const SpeedRequest& r);
+
+// "1:0.005,8:0.03,32:0.05" (rows:TFLOP/s, node totals on the CPU) as ascending points; throws
+// JobError naming --gemm-rates and the bad item.
+std::vector<GemmRate> parse_gemm_rates(const std::string& text);
 
 // The plan's alpha/bandwidth (already resolved from flags, the calibration or defaults) are the
 // allreduce model; `allreduce_source` says which.

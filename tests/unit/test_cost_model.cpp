@@ -68,9 +68,15 @@ TEST(CostModel, PipelineAddsHandOffsAndDataParallelMultipliesThroughput) {
   const SpeedPrediction one = predict_speed(cfg, Layout{1, 1, 1}, bf16(), h200(), shape);
   const SpeedPrediction pp = predict_speed(cfg, Layout{2, 1, 2}, bf16(), h200(), shape);
   const SpeedPrediction dp = predict_speed(cfg, Layout{2, 1, 1}, bf16(), h200(), shape);
-  // Two stages read the same bytes one after the other, plus one hand-off of 8 rows x 4096 x 2 B.
-  EXPECT_NEAR(pp.handoff_us, 5.0 + 8 * 8192.0 / 450e3, 1e-9);
-  EXPECT_NEAR(pp.decode_step_us, one.decode_step_us + pp.handoff_us, 0.01);
+  // Two micro-batches of 4 rows, one per stage in flight; a hand-off is 4 rows x 4096 x 2 B. Each
+  // stage serves both micro-batches per step, streaming its weights for each: the step is twice
+  // the slower stage, the last (16 layers + the LM head), which exceeds the two stages in turn
+  // plus the hand-off by the LM head's stream (219 us vs 5.07 us).
+  EXPECT_EQ(pp.micro_batch_rows, 4);
+  EXPECT_NEAR(pp.handoff_us, 5.0 + 4 * 8192.0 / 450e3, 1e-9);
+  const double last_stage_us = (16 * kLayerParams + kLmHeadParams) * 2 / 4800e3 + 4 * 160 * kKvPerToken / 2 / 4800e3;
+  EXPECT_NEAR(pp.decode_step_us, 2 * last_stage_us, 0.01);
+  EXPECT_GT(pp.decode_step_us, one.decode_step_us + pp.handoff_us);
   EXPECT_NEAR(dp.decode_step_us, one.decode_step_us, 1e-9);
   EXPECT_NEAR(dp.tokens_per_s_total, 2 * one.tokens_per_s_total, 1e-6);
   EXPECT_NEAR(one.tokens_per_s_replica, 8e6 / one.decode_step_us, 1e-6);

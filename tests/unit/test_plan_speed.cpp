@@ -1,6 +1,8 @@
 // `tpbatch plan` with the speed flags (plan/speed_report.h): the machine given as flags (an H200
 // node) predicts every fitting layout as plan/cost_model.h does; no flags = the output of before;
-// --calibrate outside mpirun measures memory and GEMM and says the allreduce was not measured.
+// --calibrate outside mpirun measures memory and GEMM and says the allreduce was not measured. The
+// CPU terms (measured R(m) points, attention rates, micro-batches, chunked prefill) against
+// hand-computed cases on the 125M model's shapes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,7 +10,9 @@
 #include <sstream>
 
 #include "plan/cost_model.h"
+#include "common/error.h"
 #include "plan/plan_command.h"
+#include "plan/speed_report.h"
 #include "test_plan_util.h"
 
 namespace tpbatch {
@@ -100,6 +104,140 @@ TEST(PlanSpeed, TextHasTheSpeedTable) {
   EXPECT_NE(out.str().find("tok/s replica"), std::string::npos);
 }
 
+// The 125M model of `tpbatch make-model --preset 125m`: per layer 768 x (768 + 2 x 256) + 768 x 768 +
+// 3 x 768 x 2048 = 6,291,456 parameters, LM head 32000 x 768; 100,073,472 streamed parameters.
+std::string config_125m() {
+  return R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 768,
+  "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12, "num_key_value_heads": 4,
+  "vocab_size": 32000, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+  "tie_word_embeddings": false, "torch_dtype": "float32"})";
+}
+
+// A CPU node as `plan --calibrate` describes it: 10 GB/s, peak 0.1 TFLOP/s, R(m) measured at 1, 16
+// and 32 rows, attention 4 GFLOP/s at decode and 8 at prefill.
+MachineModel cpu_node() {
+  MachineModel m;
+  m.memory_gbs = 10;
+  m.gemm_tflops = 0.1;
+  m.alpha_us = 10;
+  m.allreduce_gbs = 2;
+  m.gemm_rates = {{1, 0.004}, {16, 0.04}, {32, 0.05}};
+  m.attention_tflops = 0.004;
+  m.prefill_attention_tflops = 0.008;
+  return m;
+}
+
+TEST(PlanSpeed, MeasuredGemmRatesInterpolateAndJoinThePeakCurve) {
+  const MachineModel m = cpu_node();
+  EXPECT_NEAR(gemm_rate_flops(m, 1), 0.004e12, 1.0);
+  EXPECT_NEAR(gemm_rate_flops(m, 0.5), 0.002e12, 1.0);            // below the first point: its time
+  EXPECT_NEAR(gemm_rate_flops(m, 8), (0.004 + 7.0 / 15 * 0.036) * 1e12, 1.0);  // 20.8 GFLOP/s
+  EXPECT_NEAR(gemm_rate_flops(m, 24), 0.045e12, 1.0);
+  // Past 32: peak x m / (m + m_half), m_half = 32 x (0.1 / 0.05 - 1) = 32 rows.
+  EXPECT_NEAR(gemm_rate_flops(m, 64), 0.1e12 * 64 / 96, 1.0);
+  EXPECT_NEAR(gemm_rate_flops(m, 32.0001), 0.05e12, 1e5);          // continuous at the last point
+  MachineModel bad = m;
+  bad.gemm_rates = {{16, 0.04}, {8, 0.05}};
+  EXPECT_THROW(gemm_rate_flops(bad, 8), Error);
+}
+
+TEST(PlanSpeed, CpuDecodeStepCountsMeasuredGemmAndAttention) {
+  const ModelConfig cfg = load_config_text("speed125", config_125m());
+  const CostDtypes f32{DType::F32, DType::F32, DType::F32};
+  const SpeedPrediction p = predict_speed(cfg, Layout{1, 1, 1}, f32, cpu_node(), RowShape{128, 64, 32, 2048});
+  EXPECT_NEAR(p.weight_read_us, 400293888.0 / 10e3, 1e-6);                 // 40.0 ms
+  EXPECT_NEAR(p.gemm_us, 32 * 2 * 100073472.0 / 0.05e12 * 1e6, 1e-6);     // 128.1 ms at R(32)
+  EXPECT_NEAR(p.kv_read_us, 32 * 160 * 24576.0 / 10e3, 1e-6);              // 12.6 ms
+  // 32 rows x 12 layers x 160 positions x 4 x 768 q dims = 188,743,680 FLOPs at 4 GFLOP/s.
+  EXPECT_NEAR(p.attention_us, 47185.92, 1e-6);
+  EXPECT_NEAR(p.decode_step_us, 128094.04416 + 47185.92, 1e-6);            // 175.3 ms
+  // Prefill: 32 x 128 = 4096 tokens in 2 chunks of 2048 (16 rows). R(2048) = 0.1 x 2048 / 2080;
+  // linear 2048 x 2 x 100,073,472 FLOPs = 4163.06 ms; attention 16 x 12 x 2 x 128^2 x 768 =
+  // 4,831,838,208 FLOPs at 8 GFLOP/s = 603.98 ms; a chunk 4767.04 ms. Mean TTFT: 1.5 chunks.
+  EXPECT_EQ(p.prefill_chunks, 2);
+  EXPECT_NEAR(p.ttft_s, 1.5 * 4.7670362112, 1e-9);
+  EXPECT_NEAR(p.prefill_s, 2 * 4.7670362112, 1e-9);
+  EXPECT_NEAR(p.batch_output_tokens_per_s, 32 * 64 / (2 * 4.7670362112 + 64 * 0.17527996416), 1e-6);
+  // Without the attention rate the KV bytes alone: the accelerator's model.
+  MachineModel kv_only = cpu_node();
+  kv_only.attention_tflops = 0;
+  EXPECT_NEAR(predict_speed(cfg, Layout{1, 1, 1}, f32, kv_only, RowShape{128, 64, 32, 2048}).attention_us, 12582.912,
+              1e-6);
+}
+
+TEST(PlanSpeed, PipelineMicroBatchesRunAtTheirOwnRows) {
+  const ModelConfig cfg = load_config_text("speed125pp", config_125m());
+  const CostDtypes f32{DType::F32, DType::F32, DType::F32};
+  const MachineModel m = cpu_node();
+  const SpeedPrediction p = predict_speed(cfg, Layout{2, 1, 2}, f32, m, RowShape{128, 64, 32, 4096});
+  EXPECT_EQ(p.micro_batch_rows, 16);
+  // Stage 0: 6 layers; stage 1: 6 layers + the LM head; each at 16 rows, R(16) = 0.04 TFLOP/s.
+  const double s0_gemm = 16 * 2 * 6 * 6291456.0 / 0.04e12 * 1e6;             // 30198.99 us
+  const double s1_gemm = 16 * 2 * (6 * 6291456.0 + 24576000) / 0.04e12 * 1e6;  // 49859.0 us
+  const double attn = 16 * 6 * 160 * 4 * 768.0 / 0.004e12 * 1e6;              // 11796.48 us per stage
+  EXPECT_NEAR(p.gemm_us, s0_gemm + s1_gemm, 1e-6);
+  EXPECT_NEAR(p.attention_us, 2 * attn, 1e-6);
+  // Each stage serves both micro-batches: 2 x the last stage > the two in turn + a hand-off.
+  EXPECT_NEAR(p.handoff_us, 10 + 16 * 768 * 4 / 2e3, 1e-9);
+  EXPECT_NEAR(p.decode_step_us, 2 * (s1_gemm + attn), 1e-6);
+  EXPECT_NEAR(p.tokens_per_s_replica, 32 / (p.decode_step_us * 1e-6), 1e-6);
+}
+
+TEST(PlanSpeed, CpuRanksShareTheNodesRatesAndGivenRatesAreReported) {
+  SpeedJob d;
+  PlanOptions o;
+  o.job_path = (d.dir / "job.yaml").string();
+  o.world_size = 2;
+  o.device = "cpu";
+  o.device_memory_gib = 64;
+  o.alpha_us = 10;
+  o.bandwidth_gbs = 2;
+  o.speed.memory_gbs = 10;
+  o.speed.gemm_tflops = 0.1;
+  o.speed.gemm_rates = parse_gemm_rates("1:0.004,16:0.04,32:0.05");
+  o.speed.attention_tflops = 0.004;
+  o.speed.prefill_attention_tflops = 0.008;
+  o.speed.prompt_tokens = 128;
+  o.speed.new_tokens = 64;
+  o.speed.rows = 8;
+  o.json = true;
+  std::ostringstream out;
+  ASSERT_EQ(run_plan(o, out), 0);
+  const json j = json::parse(out.str());
+  EXPECT_EQ(j["machine"]["gemm_rates_source"], "given");
+  EXPECT_EQ(j["machine"]["attention_source"], "given");
+  EXPECT_EQ(j["machine"]["ranks_sharing_node"], 2);
+  EXPECT_NEAR(j["machine"]["per_rank"]["gemm_rates"][1]["tflops"].get<double>(), 0.02, 1e-12);
+  EXPECT_NEAR(j["machine"]["per_rank"]["attention_tflops"].get<double>(), 0.002, 1e-12);
+  MachineModel rank = cpu_node();
+  rank.memory_gbs = 5;
+  rank.gemm_tflops = 0.05;
+  for (GemmRate& g : rank.gemm_rates) g.tflops /= 2;
+  rank.attention_tflops /= 2;
+  rank.prefill_attention_tflops /= 2;
+  const ModelConfig cfg = load_config_text("speedshare", llama31_8b());
+  for (const auto& l : j["layouts"]) {
+    if (l["speed"].is_null()) continue;
+    const SpeedPrediction p = predict_speed(cfg, Layout{2, l["tensor"].get<int>(), l["pipeline"].get<int>()},
+                                            CostDtypes{DType::BF16, DType::F32, DType::F32}, rank,
+                                            RowShape{128, 64, 8, 4096});
+    EXPECT_NEAR(l["speed"]["decode_step_us"].get<double>(), p.decode_step_us, 1e-6);
+    EXPECT_NEAR(l["speed"]["attention_us"].get<double>(), p.attention_us, 1e-6);
+  }
+}
+
+TEST(PlanSpeed, GemmRatesFlagIsCheckedByItem) {
+  EXPECT_EQ(parse_gemm_rates("1:0.5,8:2").size(), 2u);
+  for (const char* bad : {"", "8", "8:", "x:1", "8:0", "8:1,4:2", "8:1,,16:2"}) {
+    try {
+      parse_gemm_rates(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--gemm-rates"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(PlanSpeed, CalibrateOutsideMpiMeasuresMemoryAndGemmOnly) {
   SpeedJob d;
   PlanOptions o;
@@ -108,6 +246,8 @@ TEST(PlanSpeed, CalibrateOutsideMpiMeasuresMemoryAndGemmOnly) {
   o.device = "cpu";
   o.device_memory_gib = 64;
   o.speed.calibrate = true;
+  o.speed.rows = 4;  // R(m) at 1, 4, 8, 16 rows only: a quick test
+  o.speed.prompt_tokens = 64;
   o.json = true;
   std::ostringstream out;
   ASSERT_EQ(run_plan(o, out), 0);
@@ -118,6 +258,16 @@ TEST(PlanSpeed, CalibrateOutsideMpiMeasuresMemoryAndGemmOnly) {
   EXPECT_FALSE(j["machine"]["calibration"]["allreduce_measured"].get<bool>());
   EXPECT_GT(j["machine"]["memory_gbs"].get<double>(), 0.01);
   EXPECT_GT(j["machine"]["gemm_tflops"].get<double>(), 1e-4);
+  EXPECT_EQ(j["machine"]["gemm_rates_source"], "measured");
+  EXPECT_EQ(j["machine"]["attention_source"], "measured");
+  const json& cal = j["machine"]["calibration"];
+  ASSERT_EQ(cal["gemm_rates"].size(), 4u);
+  EXPECT_EQ(cal["gemm_rates"][3]["rows"], 16.0);
+  EXPECT_GT(cal["gemm_rates"][3]["tflops"].get<double>(), 1e-5);
+  EXPECT_GT(cal["attention_tflops"].get<double>(), 1e-6);
+  EXPECT_GT(cal["prefill_attention_tflops"].get<double>(), 1e-6);
+  EXPECT_EQ(cal["ranks_measuring"], 1);
+  EXPECT_GT(j["layouts"][0]["speed"]["attention_us"].get<double>(), 0.0);
 }
 
 }  // namespace
