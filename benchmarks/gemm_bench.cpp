@@ -6,6 +6,7 @@
 //   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
 //                      [--shapes qkv,down] [--nk NxK] [--types F32,BF16,F16,OpenBLAS] [--crossover 0|1]
 //                      [--isa portable] [--hot 0|1] [--weight-offset 0..63]
+//                      [--path auto|row-blocked|broadcast|panel-sgemm]
 // --nk 128x768 measures that one shape instead (with --hot 1 and n*k small enough for L2: the
 // kernel's arithmetic rate alone).
 // --hot 1: the same copy of each weight every call (cache-resident when it fits L2/L3), so the
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
   std::string only_shapes;  // ",qkv,down," when --shapes qkv,down
   std::string only_types;   // ",F32,OpenBLAS," when --types F32,OpenBLAS
   bool crossover = true;
+  cpu::GemmPath forced_path = cpu::GemmPath::Auto;  // --path
   auto wanted = [&](const Shape& s) {
     return only_shapes.empty() ? in_model_step(s) : only_shapes.find(std::string(",") + s.name + ",") != std::string::npos;
   };
@@ -227,10 +229,21 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
     else if (!std::strcmp(argv[i], "--hot")) g_hot = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--weight-offset")) g_weight_offset = size_t(std::atoi(argv[i + 1])) % 64;
+    else if (!std::strcmp(argv[i], "--path")) {  // force one path of gemm_nt in the main table
+      bool known = false;
+      for (cpu::GemmPath p : {cpu::GemmPath::Auto, cpu::GemmPath::RowBlocked, cpu::GemmPath::Broadcast,
+                              cpu::GemmPath::Panel})
+        if (!std::strcmp(argv[i + 1], cpu::gemm_path_name(p))) forced_path = p, known = true;
+      if (!known) {
+        std::fprintf(stderr, "--path: auto, row-blocked, broadcast or panel-sgemm, got %s\n", argv[i + 1]);
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
                  "       [--shapes qkv,o_proj,gate_up,down,lm_head,up] [--nk NxK] [--types F32,BF16,F16,OpenBLAS]\n"
-                 "       [--crossover 0|1] [--isa portable] [--hot 0|1] [--weight-offset 0..63]\n", argv[0]);
+                 "       [--crossover 0|1] [--isa portable] [--hot 0|1] [--weight-offset 0..63]\n"
+                 "       [--path auto|row-blocked|broadcast|panel-sgemm]\n", argv[0]);
       return 2;
     }
   }
@@ -279,9 +292,10 @@ int main(int argc, char** argv) {
           double t;
           if (impl < 3) {
             omp_set_num_threads(threads);
-            kernel = cpu::gemm_path_name(cpu::gemm_auto_path(dtype, m, s.n, s.k));
+            kernel = cpu::gemm_path_name(forced_path == cpu::GemmPath::Auto
+                                             ? cpu::gemm_auto_path(dtype, m, s.n, s.k) : forced_path);
             t = time_rotating(pool, bytes, min_seconds, [&](const unsigned char* w) {
-              cpu::gemm_nt(x.data(), w, dtype, y.data(), m, s.n, s.k);
+              cpu::gemm_nt(x.data(), s.k, w, s.k, dtype, y.data(), s.n, m, s.n, s.k, forced_path);
             });
           } else {
             kernel = m == 1 ? "oblas-gemv" : "oblas-gemm";
@@ -324,10 +338,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Crossover between the two paths of gemm_nt, forced, on the biggest layer shapes.
+  // Crossover between the three paths of gemm_nt, forced, on the biggest layer shapes.
   if (!crossover) return 0;
   std::printf("\n-- crossover: us/call of each path of gemm_nt (threads %d) --\n", thread_counts.back());
-  std::printf("%-8s %-5s %5s %12s %12s\n", "shape", "wtype", "m", "row-blocked", "panel-sgemm");
+  std::printf("%-8s %-5s %5s %12s %12s %12s\n", "shape", "wtype", "m", "row-blocked", "broadcast", "panel-sgemm");
   omp_set_num_threads(thread_counts.back());
   g_clock_threads = thread_counts.back();
   for (const Shape& s : {kShapes[2], kShapes[3]})
@@ -336,14 +350,16 @@ int main(int argc, char** argv) {
       const size_t bytes = size_t(s.n * s.k) * tpbatch::dtype_size(dtype);
       for (int m : {16, 24, 32, 48, 64, 96, 128}) {
         if (m > max_m) continue;
-        double t[2];
-        for (int p = 0; p < 2; ++p) {
-          const cpu::GemmPath path = p ? cpu::GemmPath::Panel : cpu::GemmPath::RowBlocked;
+        double t[3];
+        const cpu::GemmPath paths[3] = {cpu::GemmPath::RowBlocked, cpu::GemmPath::Broadcast, cpu::GemmPath::Panel};
+        for (int p = 0; p < 3; ++p) {
+          const cpu::GemmPath path = paths[p];
           t[p] = time_rotating(pool, bytes, min_seconds, [&](const unsigned char* w) {
             cpu::gemm_nt(x.data(), s.k, w, s.k, dtype, y.data(), s.n, m, s.n, s.k, path);
           });
         }
-        std::printf("%-8s %-5s %5d %12.1f %12.1f\n", s.name, tpbatch::dtype_name(dtype), m, t[0] * 1e6, t[1] * 1e6);
+        std::printf("%-8s %-5s %5d %12.1f %12.1f %12.1f\n", s.name, tpbatch::dtype_name(dtype), m, t[0] * 1e6,
+                    t[1] * 1e6, t[2] * 1e6);
       }
     }
   return 0;

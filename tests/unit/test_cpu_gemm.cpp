@@ -126,11 +126,16 @@ TEST_P(GemmIsaTest, AutoPathMatchesDoubleReference) { check_all_shapes(GemmPath:
 // Each path on every shape, whatever Auto would pick: the crossover may move without losing cover.
 TEST_P(GemmIsaTest, RowBlockedPathMatchesDoubleReference) { check_all_shapes(GemmPath::RowBlocked); }
 TEST_P(GemmIsaTest, PanelPathMatchesDoubleReference) { check_all_shapes(GemmPath::Panel); }
+TEST_P(GemmIsaTest, BroadcastPathMatchesDoubleReference) { check_all_shapes(GemmPath::Broadcast); }
 
 TEST_P(GemmIsaTest, StridedOperands) {
   for (DType dtype : kTypes)
     for (int64_t m : {1, 5, 64})
-      for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Panel}) check_shape(dtype, m, 37, 77, path, true);
+      for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Panel})
+        check_shape(dtype, m, 37, 77, path, true);
+  // The broadcast kernel's k slices (256) and 16-row blocks, with strides.
+  for (DType dtype : kTypes)
+    for (int64_t m : {9, 16, 33}) check_shape(dtype, m, 37, 601, GemmPath::Broadcast, true);
 }
 
 // Shapes of the 125M model, including a panel wider than one scratch panel (n = 4096).
@@ -139,12 +144,15 @@ TEST_P(GemmIsaTest, ModelShapes) {
     check_shape(dtype, 4, 4096, 768, GemmPath::Auto);
     check_shape(dtype, 40, 4096, 768, GemmPath::Panel);
     check_shape(dtype, 9, 768, 2048, GemmPath::RowBlocked);
+    check_shape(dtype, 24, 2048, 768, GemmPath::Broadcast);
+    check_shape(dtype, 40, 768, 2048, GemmPath::Broadcast);
   }
 }
 
 // Decode-sized batches: every M from 1 to 17 (all the row-group remainders of the register
-// blocks), 31 and 64, against odd n (a 4-row weight block remainder) and odd k, one below the
-// vector width multiple and one past the k slice (512) of the multi-row kernel.
+// blocks), 31 and 64, against odd n (a 4-row and a 6-row weight block remainder) and odd k, one
+// below the vector width multiple and one past the k slices (512 of the row-blocked kernel, 256
+// of the broadcast kernel).
 TEST_P(GemmIsaTest, DecodeBatchShapes) {
   std::vector<int64_t> rows;
   for (int64_t m = 1; m <= 17; ++m) rows.push_back(m);
@@ -153,7 +161,8 @@ TEST_P(GemmIsaTest, DecodeBatchShapes) {
   for (DType dtype : kTypes)
     for (int64_t m : rows)
       for (int64_t k : {int64_t(77), int64_t(1031)})
-        for (GemmPath path : {GemmPath::Auto, GemmPath::RowBlocked}) check_shape(dtype, m, 37, k, path);
+        for (GemmPath path : {GemmPath::Auto, GemmPath::RowBlocked, GemmPath::Broadcast})
+          check_shape(dtype, m, 37, k, path);
 }
 
 // What the batch may and may not change in a row's result, as the kernels stand: an output
@@ -163,25 +172,32 @@ TEST_P(GemmIsaTest, DecodeBatchShapes) {
 // each row over the whole of k; m >= 4 sums k in slices of 512. So for k <= 512 every m from 2
 // (1 for fp32) to 63 gives the same bits. The engine's batching tests (tokens equal across
 // max_seqs, layouts) tolerate rounding differences between regimes; this pins what is exact.
+// The broadcast path (AVX2) sums each output lane over k in order whatever m is: one regime for
+// every m and k. Auto takes row-blocked, broadcast or panel by m (gemm.cpp), so its results are
+// exact within each of those ranges of m only.
 TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
   std::mt19937 rng(99);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t n = 37, max_m = 63;
+  for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast})
   for (DType dtype : kTypes)
     for (int64_t k : {int64_t(300), int64_t(1031)}) {
+      SCOPED_TRACE(gemm_path_name(path));
       std::vector<float> x(size_t(max_m * k));
       for (float& v : x) v = dist(rng);
       const TypedWeights w = make_weights(dtype, n, k, k, rng);
       auto run = [&](const std::vector<float>& xs, int64_t m) {
         std::vector<float> y(size_t(m * n));
-        gemm_nt(xs.data(), k, w.data(), k, dtype, y.data(), n, m, n, k, GemmPath::RowBlocked);
+        gemm_nt(xs.data(), k, w.data(), k, dtype, y.data(), n, m, n, k, path);
         return y;
       };
       // Regimes of m whose results must agree bit for bit, row by row.
       const bool half = dtype != DType::F32;
       const bool portable = gemm_isa() == GemmIsa::Portable;
       std::vector<std::vector<int64_t>> regimes;
-      if (portable || k <= 512) {
+      if (path == GemmPath::Broadcast && !portable) {
+        regimes.push_back({1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 63});
+      } else if (portable || k <= 512) {
         regimes.push_back({half && !portable ? 2 : 1, 3, 4, 5, 7, 16, 17, 31, 63});
       } else {
         regimes.push_back({half ? 2 : 1, 2, 3});

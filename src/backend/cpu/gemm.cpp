@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,6 +43,13 @@ void rows_kernel(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 #endif
   (void)isa;
   detail::rows_portable(a, n0, n1);
+}
+
+void broadcast_kernel(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  if (isa == GemmIsa::Avx2Fma) return detail::broadcast_avx2(a, n0, n1);
+#endif
+  detail::rows_portable(a, n0, n1);  // no portable broadcast kernel: the row-blocked one
 }
 
 void widen_kernel(GemmIsa isa, const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
@@ -85,8 +93,17 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
   const bool deep = k > 1024;
-  if (wtype == DType::F32) return deep ? 32 : 64;
+  if (wtype == DType::F32) return deep ? 128 : 256;
   return deep ? 64 : 96;
+}
+
+// Rows of x from which the broadcast kernel beats the row-blocked one (AVX2; below
+// panel_min_rows). MEASURED: see the table above panel_min_rows.
+int64_t broadcast_min_rows(GemmIsa isa, DType wtype, int64_t k) {
+  constexpr int64_t kNever = INT64_MAX;
+  if (isa == GemmIsa::Portable) return kNever;  // no portable broadcast kernel
+  if (wtype == DType::F32) return k > 1024 ? 6 : 4;
+  return kNever;
 }
 
 void check_args(const GemmArgs& a) {
@@ -111,6 +128,7 @@ const char* gemm_path_name(GemmPath path) {
   switch (path) {
     case GemmPath::Auto: return "auto";
     case GemmPath::RowBlocked: return "row-blocked";
+    case GemmPath::Broadcast: return "broadcast";
     case GemmPath::Panel: return "panel-sgemm";
   }
   return "?";
@@ -130,7 +148,10 @@ void reset_gemm_isa_for_testing() { g_isa_override.store(-1, std::memory_order_r
 
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k) {
   (void)n;
-  return m >= panel_min_rows(current_isa(), wtype, k) ? GemmPath::Panel : GemmPath::RowBlocked;
+  const GemmIsa isa = current_isa();
+  if (m >= panel_min_rows(isa, wtype, k)) return GemmPath::Panel;
+  if (m >= broadcast_min_rows(isa, wtype, k)) return GemmPath::Broadcast;
+  return GemmPath::RowBlocked;
 }
 
 void gemm_nt(const float* x, const void* w, DType wtype, float* y, int64_t m, int64_t n, int64_t k) {
@@ -162,6 +183,8 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
     const int64_t n0 = std::min(n, units * t / nt * kUnit), n1 = std::min(n, units * (t + 1) / nt * kUnit);
     if (path == GemmPath::Panel)
       panel_sgemm(isa, a, n0, n1);
+    else if (path == GemmPath::Broadcast)
+      broadcast_kernel(isa, a, n0, n1);
     else
       rows_kernel(isa, a, n0, n1);
   };

@@ -27,14 +27,17 @@ namespace tpbatch::cpu {
 // wtype (F32, BF16 or F16). Parallel over the OpenMP team (see above).
 void gemm_nt(const float* x, const void* w, DType wtype, float* y, int64_t m, int64_t n, int64_t k);
 
-enum class GemmPath : uint8_t { Auto, RowBlocked, Panel };
+// Broadcast: y^T = W · x^T with each weight broadcast against 16 (or 8) rows of x at once, no
+// horizontal sums (AVX2; on the portable ISA it runs the row-blocked kernel).
+enum class GemmPath : uint8_t { Auto, RowBlocked, Broadcast, Panel };
 
 // The general form: row strides ldx >= k, ldw >= k (in elements of wtype), ldy >= n; `path`
 // forces one path (tests, benchmark). Throws std::invalid_argument on a bad dtype or stride.
 void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtype, float* y, int64_t ldy,
              int64_t m, int64_t n, int64_t k, GemmPath path = GemmPath::Auto);
 
-// The path Auto takes for this shape and type, and its name ("row-blocked" / "panel-sgemm").
+// The path Auto takes for this shape and type, and its name ("row-blocked", "broadcast",
+// "panel-sgemm").
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k);
 const char* gemm_path_name(GemmPath path);
 

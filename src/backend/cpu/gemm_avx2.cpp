@@ -5,7 +5,9 @@
 // the whole program.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "backend/cpu/gemm_kernels.h"
 
@@ -267,7 +269,195 @@ void widen_typed(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
   }
 }
 
+// ---- Broadcast-weight kernel: y^T = W · x^T, for decode batches of about 8..64 rows ----
+// x^T is packed once per call into xt[k][16] per block of 16 rows of x (zero-padded), so a step
+// of k is two aligned vector loads; each weight is broadcast straight from its row
+// (vbroadcastss from memory: one load uop) and multiplies 16 rows of x with 2 FMAs. R = 6 weight
+// rows x 16 rows of x = 12 accumulators, no horizontal sums: each lane is one output's running
+// sum over k in order, so a result does not depend on m, the block it falls in or the k slice.
+// A last block of <= 8 rows (all of m <= 8) takes one ymm per step (R = 6 x 8: 6 FMAs per 7
+// loads; a 12 x 8 tile measured slower still, its 12 weight streams). The tile is transposed into
+// y once per call.
+constexpr int kBcastRows = 16;  // rows of x per block (2 ymm per step of k)
+constexpr int kBcastWeightRows = 6;  // R: 6 x 2 accumulators + 2 x vectors + 1 broadcast
+constexpr int kBcastUnroll = 8;  // steps of k per unrolled group (divides 16: the prefetch period)
+
+// A growable 64-byte-aligned float buffer. Not std::vector: its member templates instantiated
+// under this file's target pragma could be emitted with AVX2 code and picked by the linker for
+// the whole program (see the top of the file); this type has internal linkage.
+struct AlignedFloats {
+  float* p = nullptr;
+  size_t cap = 0;
+  AlignedFloats() = default;
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+  ~AlignedFloats() { std::free(p); }
+  float* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      cap = (n + 15) / 16 * 16;
+      p = static_cast<float*>(std::aligned_alloc(64, cap * 4));
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+};
+
+// acc_io[r][0..8V) += Σ_kk w_r[kk] · xt[kk][0..8V) over kk < len; w_r = wr + r * ldw (fp32).
+// With `load` false the sums start from zero. pf: the next block's rows (same ldw), prefetched
+// one cache line per 16 steps; nullptr for none.
+template <int R, int V>
+inline void bcast_tile(const float* wr, int64_t ldw, const float* xt, int64_t len, float* acc_io, bool load,
+                       const float* pf) {
+  __m256 acc[R][V];
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = load ? _mm256_load_ps(acc_io + (r * V + v) * 8) : _mm256_setzero_ps();
+  // One step of k: V vector loads of xt, R broadcasts, R * V FMAs.
+  auto step = [&](int64_t kk) __attribute__((always_inline)) {
+    __m256 xv[V];
+    #pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) xv[v] = _mm256_load_ps(xt + kk * 8 * V + 8 * v);
+    #pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m256 b = _mm256_broadcast_ss(wr + r * ldw + kk);
+      #pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(b, xv[v], acc[r][v]);
+    }
+  };
+  // Steps in unrolled groups of kBcastUnroll: without it GCC keeps one pointer per weight row and
+  // bumps each every step (R integer adds per R FMAs, some spilled), ~1/3 below the FMA rate.
+  constexpr int kU = kBcastUnroll;
+  const int64_t lenU = len / kU * kU;
+  for (int64_t k0 = 0; k0 < lenU; k0 += kU) {
+    if (pf && k0 % 16 == 0) {  // one 64-byte line of each next row per 16 steps
+      #pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(pf + r * ldw + k0), _MM_HINT_T0);
+    }
+    #pragma GCC unroll 16
+    for (int u = 0; u < kU; ++u) step(k0 + u);
+  }
+  for (int64_t kk = lenU; kk < len; ++kk) step(kk);
+  #pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm256_store_ps(acc_io + (r * V + v) * 8, acc[r][v]);
+}
+
+// bcast_tile for a runtime number of weight rows 1..RMax (the last block of n).
+template <int V, int RMax, int R = RMax>
+inline void bcast_tile_rows(int rows, const float* wr, int64_t ldw, const float* xt, int64_t len, float* acc_io,
+                            bool load, const float* pf) {
+  if constexpr (R >= 1) {
+    if (rows == R) return bcast_tile<R, V>(wr, ldw, xt, len, acc_io, load, pf);
+    bcast_tile_rows<V, RMax, R - 1>(rows, wr, ldw, xt, len, acc_io, load, pf);
+  }
+}
+
+// Rows [i0, i0 + rows) of x transposed into xt[k][width], columns past `rows` zero.
+void pack_xt(const GemmArgs& a, int64_t i0, int rows, int width, float* xt) {
+  for (int64_t kk = 0; kk < a.k; ++kk) {
+    float* dst = xt + kk * width;
+    for (int i = 0; i < rows; ++i) dst[i] = a.x[(i0 + i) * a.ldx + kk];
+    for (int i = rows; i < width; ++i) dst[i] = 0.0f;
+  }
+}
+
+// k slice: the R weight rows' slice (6 x 256 x 4 B = 6 KiB) stays in L1 for every block of 16
+// rows of x; 16-bit rows are widened into an L1 buffer of that size first.
+constexpr int64_t kBcastKc = 256;
+
+template <DType WT>
+void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
+  constexpr int kB = Weights<WT>::kBytes;
+  const int64_t m = a.m, k = a.k;
+  constexpr int width = kBcastRows, V = 2, R = kBcastWeightRows;
+  const int64_t blocks = (m + width - 1) / width;
+  // The last block may be narrow (<= 8 rows left): one ymm per step, half the FMAs.
+  const int last_rows = int(m - (blocks - 1) * width);
+  const int last_v = last_rows <= 8 ? 1 : V;
+  thread_local AlignedFloats xt_mem, acc_mem, wide_mem;
+  float* const xt_all = xt_mem.get(size_t(blocks * width * k));
+  float* const acc_all = acc_mem.get(size_t(blocks * R * width));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int bw = b + 1 < blocks ? width : last_v * 8;
+    pack_xt(a, b * width, int(std::min<int64_t>(width, m - b * width)), bw, xt_all + b * width * k);
+  }
+  // fp32 rows of a single block of x stream whole; 16-bit ones go through the widened slice.
+  const int64_t kc = WT == DType::F32 && blocks == 1 ? k : kBcastKc;
+  float* const wide = WT == DType::F32 ? nullptr : wide_mem.get(size_t(R * kc));
+  const auto* wbytes = static_cast<const unsigned char*>(a.w);
+  for (int64_t j = n0; j < n1; j += R) {
+    const int rows = int(std::min<int64_t>(R, n1 - j));
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+      const int64_t len = std::min(kc, k - k0);
+      const float* wr;
+      int64_t ldw;
+      const float* pf = nullptr;
+      if constexpr (WT == DType::F32) {
+        wr = reinterpret_cast<const float*>(wbytes) + j * a.ldw + k0;
+        ldw = a.ldw;
+        if (j + R + rows <= n1) pf = wr + R * a.ldw;
+      } else {
+        const int64_t len8 = len & ~int64_t(7);
+        for (int r = 0; r < rows; ++r) {
+          const unsigned char* src = wbytes + ((j + r) * a.ldw + k0) * kB;
+          float* dst = wide + r * kc;
+          int64_t kk = 0;
+          // The same slice of the next block's rows, one line per 64 bytes (as the fp32 tile).
+          const unsigned char* next = src + R * a.ldw * kB;
+          const bool pf_next = j + R + rows <= n1;
+          for (; kk < len8; kk += 8) {
+            if (pf_next && kk % (64 / kB) == 0)
+              _mm_prefetch(reinterpret_cast<const char*>(next + kk * kB), _MM_HINT_T0);
+            _mm256_store_ps(dst + kk, Weights<WT>::load8(src + kk * kB));
+          }
+          for (; kk < len; ++kk) {
+            alignas(32) unsigned char t[8 * kB] = {};
+            alignas(32) float f[8];
+            std::memcpy(t, src + kk * kB, kB);
+            _mm256_store_ps(f, Weights<WT>::load8(t));
+            dst[kk] = f[0];
+          }
+        }
+        wr = wide;
+        ldw = kc;
+      }
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int v = b + 1 < blocks ? V : last_v;
+        const float* xt = xt_all + b * width * k + k0 * 8 * v;
+        float* acc = acc_all + b * R * width;
+        const float* bpf = b == 0 ? pf : nullptr;
+        if (v == 2)
+          bcast_tile_rows<2, R>(rows, wr, ldw, xt, len, acc, k0 > 0, bpf);
+        else
+          bcast_tile_rows<1, R>(rows, wr, ldw, xt, len, acc, k0 > 0, bpf);
+      }
+    }
+    // The tiles of y^T (acc[r][lane] per block, lanes 8 * v wide) into y.
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int bw = b + 1 < blocks ? width : last_v * 8;
+      const float* acc = acc_all + b * R * width;
+      const int64_t rows_x = std::min<int64_t>(width, m - b * width);
+      for (int64_t i = 0; i < rows_x; ++i) {
+        float* yi = a.y + (b * width + i) * a.ldy + j;
+        for (int r = 0; r < rows; ++r) yi[r] = acc[r * bw + i];
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1) {
+  switch (a.wtype) {
+    case DType::F32: broadcast_typed<DType::F32>(a, n0, n1); break;
+    case DType::BF16: broadcast_typed<DType::BF16>(a, n0, n1); break;
+    case DType::F16: broadcast_typed<DType::F16>(a, n0, n1); break;
+    default: break;  // rejected by gemm_nt
+  }
+}
 
 void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1) {
   switch (a.wtype) {

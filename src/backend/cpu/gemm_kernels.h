@@ -27,6 +27,8 @@ void widen_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 // AVX2 + FMA + F16C (callers check the CPU first).
 void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
+// Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64.
+void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX2 1
 #endif
 // An AVX-512 family (zmm row blocks; vdpbf16ps for bf16 weights on AVX512_BF16 CPUs) would be
