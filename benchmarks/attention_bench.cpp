@@ -3,11 +3,16 @@
 // BF16 caches, for prefill chunks and decode batches, each against its bound measured here:
 //   memory bound  = K/V bytes the step must read / read bandwidth
 //   compute bound = attention FLOPs (4 * head_dim per query, head and visible position) / fp32 FMA peak
-//   tpbatch_attention_bench [--threads N] [--reps N]
+//   tpbatch_attention_bench [--threads N] [--reps N] [--only SUBSTRING] [--no-old]
+// (--only: the workloads whose name contains it; --no-old: skip the slow reference loop.)
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,31 +56,65 @@ double read_gbps() {
   return best;
 }
 
-// fp32 FMA peak: 8 independent 16-wide FMA chains per thread (AVX-512: 8 zmm; AVX2: 16 ymm).
-typedef float v16 __attribute__((vector_size(64)));
-__attribute__((target_clones("avx512f", "arch=haswell", "default"), noinline))
-float fma_chains(long iters, float x) {
-  v16 a0 = v16{} + x, a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, a4 = a0 + 4, a5 = a0 + 5, a6 = a0 + 6, a7 = a0 + 7;
-  const v16 m = v16{} + 0.999999f, c = v16{} + 1e-7f;
-  for (long it = 0; it < iters; ++it) {
-    a0 = a0 * m + c; a1 = a1 * m + c; a2 = a2 * m + c; a3 = a3 * m + c;
-    a4 = a4 * m + c; a5 = a5 * m + c; a6 = a6 * m + c; a7 = a7 * m + c;
-  }
-  const v16 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-  float t = 0;
-  for (int j = 0; j < 16; ++j) t += s[j];
-  return t;
+// fp32 FMA peak of the team: independent FMA chains in registers, the widest vectors the CPU has.
+// (It used to run 8 chains of a 64-byte GCC vector type under target_clones; on AVX2 the compiler kept
+// those accumulators on the stack, so every FMA waited on a store and a reload: 11-19 GFLOP/s printed
+// on a core that runs sgemm at 54-84. Intrinsics in registers measure the core, ~2 FMA ports x 8 lanes.)
+#if defined(__x86_64__)
+__attribute__((target("avx512f"), noinline)) float fma_chains_avx512(long iters, float x) {
+  __m512 a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(x + i);
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+  for (int i = 1; i < 16; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  return _mm512_reduce_add_ps(a[0]);
+}
+// (The chain loops are unrolled by pragma: at -O2 GCC would keep a[] in memory.)
+// 12 chains: FMA latency 4-5 cycles x 2 ports needs 8-10 in flight; 12 + 2 constants fit 16 ymm.
+__attribute__((target("avx2,fma"), noinline)) float fma_chains_avx2(long iters, float x) {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(x + i);
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+  for (int i = 1; i < 12; ++i) a[0] = _mm256_add_ps(a[0], a[i]);
+  float t[8];
+  _mm256_storeu_ps(t, a[0]);
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#endif
+// SSE (x86-64-v2 has no FMA): a multiply and an add, 4 lanes; counted as 2 flops like an FMA.
+__attribute__((noinline)) float fma_chains_sse(long iters, float x) {
+  typedef float v4 __attribute__((vector_size(16)));
+  v4 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = v4{} + (x + i);
+  const v4 m = v4{} + 0.999999f, c = v4{} + 1e-7f;
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 12; ++i) a[i] = a[i] * m + c;
+  for (int i = 1; i < 12; ++i) a[0] += a[i];
+  return a[0][0] + a[0][1] + a[0][2] + a[0][3];
 }
 
 double fma_gflops() {
   const long iters = 20'000'000;
+  int lanes = 4, chains = 12;
+  float (*fn)(long, float) = fma_chains_sse;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) fn = fma_chains_avx512, lanes = 16, chains = 16;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) fn = fma_chains_avx2, lanes = 8;
+#endif
   double best = 0, sink = 0;
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = Clock::now();
     double total = 0;
 #pragma omp parallel reduction(+ : total)
-    total += fma_chains(iters, 0.5f);
-    best = std::max(best, omp_get_max_threads() * 2.0 * 8 * 16 * iters / seconds_since(t0) / 1e9);
+    total += fn(iters, 0.5f);
+    best = std::max(best, omp_get_max_threads() * 2.0 * lanes * chains * iters / seconds_since(t0) / 1e9);
     sink += total;
   }
   if (sink == 12345) std::printf("?");
@@ -91,7 +130,7 @@ struct Result {
   double old_s, new_s, bytes, flops;
 };
 
-Result measure(const Workload& w, DType dtype, int reps) {
+Result measure(const Workload& w, DType dtype, int reps, bool with_old) {
   const int64_t qh = 12, kvh = 4, hd = 64, bs = 16;
   int64_t blocks = 0, rows = 0;
   for (auto [ctx, n] : w.seqs) {
@@ -137,7 +176,7 @@ Result measure(const Workload& w, DType dtype, int reps) {
     return best;
   };
   Result res{};
-  res.old_s = time(tpbatch::cpu::paged_attention_reference);
+  res.old_s = with_old ? time(tpbatch::cpu::paged_attention_reference) : NAN;
   res.new_s = time(tpbatch::cpu::paged_attention);
   res.bytes = bytes;
   res.flops = flops;
@@ -148,10 +187,15 @@ Result measure(const Workload& w, DType dtype, int reps) {
 
 int main(int argc, char** argv) {
   int reps = 5;
+  bool with_old = true;
+  std::string only;  // run only the workloads whose name contains this
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads")) omp_set_num_threads(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
   }
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--no-old")) with_old = false;
   const double bw = read_gbps(), peak = fma_gflops();
   std::printf("attention bench: %d threads; read bandwidth %.1f GB/s; fp32 FMA peak %.1f GFLOP/s\n",
               omp_get_max_threads(), bw, peak);
@@ -167,7 +211,8 @@ int main(int argc, char** argv) {
               "speedup", "new/bnd", "bound by");
   for (DType dt : {DType::F32, DType::BF16})
     for (const auto& w : loads) {
-      const Result r = measure(w, dt, reps);
+      if (w.name.find(only) == std::string::npos) continue;
+      const Result r = measure(w, dt, reps, with_old);
       const double mem = r.bytes / (bw * 1e9), comp = r.flops / (peak * 1e9), bound = std::max(mem, comp);
       std::printf("%-26s %-5s %10.3f %10.3f %10.3f %7.1fx %8.2f %10s\n", w.name.c_str(),
                   dt == DType::F32 ? "f32" : "bf16", r.old_s * 1e3, r.new_s * 1e3, bound * 1e3, r.old_s / r.new_s,

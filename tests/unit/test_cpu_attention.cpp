@@ -3,6 +3,7 @@
 // chunk lengths in one step (prefill chunks and decode rows together), shuffled block tables, sliding
 // windows, softcap, F32 and BF16 caches, block sizes the fixed-shape kernels do not cover.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/cpu_decode_attention.h"
 #include "backend/dtype.h"
 
 namespace tpbatch::cpu {
@@ -135,6 +137,73 @@ TEST(TiledAttentionShapes, SoftcapIsAppliedBeforeTheSoftmax) {
   check({.head_dim = 64, .kv_heads = 2, .group = 2, .softcap = 0.5f, .seqs = {{0, 30}, {200, 1}}});
   check({.head_dim = 64, .kv_heads = 2, .group = 2, .window = 9, .softcap = 2.0f, .dtype = DType::BF16,
          .seqs = {{0, 30}, {200, 1}}});
+}
+
+// ---- decode-shaped tiles (rows x group <= detail::kDecodeTileMaxQueries: the AVX2 decode kernel where
+// the CPU has it) ----
+
+// While alive, every tile takes the portable kernel (so it stays tested on AVX2 machines).
+struct PortableKernelOnly {
+  PortableKernelOnly() { detail::set_decode_kernel_enabled(false); }
+  ~PortableKernelOnly() { detail::set_decode_kernel_enabled(true); }
+};
+
+// 1..5 rows per sequence; the first row sees 1, 15, 16, 17 and 1000 positions (a block boundary either
+// side, and a long context over many chunks of the online softmax).
+std::vector<SeqShape> decode_step(int64_t rows) {
+  return {{0, rows}, {14, rows}, {15, rows}, {16, rows}, {999, rows}};
+}
+
+class DecodeAttention : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {};
+
+// Sets the team size while alive. One thread: every decode tile takes all kv heads; four threads and the
+// 5 sequences of decode_step: one kv head per tile (cpu_attention.cpp's choice).
+struct Threads {
+  int saved = omp_get_max_threads();
+  explicit Threads(int n) { omp_set_num_threads(n); }
+  ~Threads() { omp_set_num_threads(saved); }
+};
+
+TEST_P(DecodeAttention, EqualsTheReferenceForF32AndBf16Caches) {
+  const auto [hd, group, bs] = GetParam();
+  for (int64_t rows = 1; rows <= 5; ++rows) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
+    Threads team(rows % 2 == 1 ? 1 : 4);  // both tile shapes, each over F32 and BF16
+    check({.head_dim = hd, .kv_heads = 2, .group = group, .block_size = bs, .seqs = decode_step(rows)});
+    check({.head_dim = hd, .kv_heads = 2, .group = group, .block_size = bs, .dtype = DType::BF16,
+           .seqs = decode_step(rows)});
+  }
+}
+
+// Head dims 64, 128 and 36 (not a multiple of 8: the scalar tails); GQA groups 1, 3, 4, 8; block sizes
+// 16 and 7 (positions not in fours, chunks not of 64).
+INSTANTIATE_TEST_SUITE_P(HeadDimGroupBlock, DecodeAttention,
+                         ::testing::Combine(::testing::Values<int64_t>(64, 128, 36),
+                                            ::testing::Values<int64_t>(1, 3, 4, 8),
+                                            ::testing::Values<int64_t>(16, 7)));
+
+TEST(DecodeAttentionWindow, HonoursSlidingWindowsAndSoftcap) {
+  for (int64_t window : {1, 5, 16, 17, 300}) {
+    SCOPED_TRACE(window);
+    for (int64_t rows : {1, 2, 5}) {
+      Threads team(rows == 2 ? 4 : 1);
+      check({.head_dim = 64, .kv_heads = 4, .group = 3, .window = window, .seqs = decode_step(rows)});
+      check({.head_dim = 128, .kv_heads = 1, .group = 4, .block_size = 7, .window = window, .dtype = DType::BF16,
+             .seqs = decode_step(rows)});
+    }
+  }
+  check({.head_dim = 64, .kv_heads = 2, .group = 3, .softcap = 0.5f, .seqs = decode_step(1)});
+  check({.head_dim = 64, .kv_heads = 2, .group = 1, .window = 9, .softcap = 2.0f, .dtype = DType::BF16,
+         .seqs = decode_step(3)});
+}
+
+TEST(DecodeAttentionPortable, ThePortableKernelStillEqualsTheReferenceOnDecodeTiles) {
+  PortableKernelOnly portable;
+  for (int64_t rows : {1, 2}) {
+    check({.head_dim = 64, .kv_heads = 4, .group = 3, .seqs = decode_step(rows)});
+    check({.head_dim = 36, .kv_heads = 2, .group = 4, .block_size = 7, .window = 17, .dtype = DType::BF16,
+           .seqs = decode_step(rows)});
+  }
 }
 
 TEST(TiledAttentionErrors, QHeadsNotAMultipleOfKvHeadsIsAClearError) {

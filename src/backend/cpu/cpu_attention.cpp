@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_decode_attention.h"
 #include "common/error.h"
 
 namespace tpbatch::cpu {
@@ -269,20 +272,36 @@ void tiled(const float* q, int64_t q_stride, const float* k, const float* v, int
   // Rows per tile: enough queries (rows x group) to reuse each block, few enough to stay in L1/L2.
   const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(kTileRows, 64 / group));
   struct Item {
-    int64_t seq, kv_head, r0, r1, cost;
+    int64_t seq, kv_head, kv_head_end, r0, r1, cost;
   };
+  // Few queries (decode rows): the AVX2 kernel that reads K rows as they are (no transpose).
+  const bool decode_kernel = detail::decode_kernel_enabled();
+  auto is_decode = [&](int64_t r0, int64_t r1) {
+    return decode_kernel && (r1 - r0) * group <= detail::kDecodeTileMaxQueries;
+  };
+  // Decode tiles take all kv heads at once (each block's K, and V, is then one contiguous run: at the
+  // 125M shape 16 KiB instead of four scattered 4 KiB pieces, which a core reads at about half the
+  // rate) when there are enough of them to keep the team busy; else one kv head each.
+  int64_t decode_tiles = 0;
+  for (int64_t si = 0; si < num_seqs; ++si)
+    for (int64_t r0 = 0; r0 < seqs[si].num_rows; r0 += tile_rows)
+      decode_tiles += is_decode(r0, std::min(seqs[si].num_rows, r0 + tile_rows));
+  const int threads = omp_get_max_threads();
+  const int64_t decode_heads = threads == 1 || decode_tiles >= 4 * threads ? kvh : 1;
   std::vector<Item> work;
   for (int64_t si = 0; si < num_seqs; ++si)
     for (int64_t r0 = 0; r0 < seqs[si].num_rows; r0 += tile_rows) {
       const int64_t r1 = std::min(seqs[si].num_rows, r0 + tile_rows);
       const int64_t last = seqs[si].pos_begin + r1 - 1;
       const int64_t cost = (last - first_visible(kv, seqs[si].pos_begin + r0) + 1) * (r1 - r0);
-      for (int64_t h = 0; h < kvh; ++h) work.push_back({si, h, r0, r1, cost});
+      const int64_t heads = is_decode(r0, r1) ? decode_heads : 1;
+      for (int64_t h = 0; h < kvh; h += heads) work.push_back({si, h, h + heads, r0, r1, cost * heads});
     }
   // Longest tiles first, so the dynamic schedule does not end on one long tile.
   std::stable_sort(work.begin(), work.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
   const int64_t items = static_cast<int64_t>(work.size());
   const bool fixed = kv.block_size == 16 && (kv.head_dim == 64 || kv.head_dim == 128);
+  const float scale = softmax_scale(kv);
 #pragma omp parallel if (items > 1)
   {
     TileScratch scratch;
@@ -290,7 +309,10 @@ void tiled(const float* q, int64_t q_stride, const float* k, const float* v, int
     for (int64_t w = 0; w < items; ++w) {
       const Item& it = work[w];
       const AttentionSeq& s = seqs[it.seq];
-      if (fixed && kv.head_dim == 64)
+      if (is_decode(it.r0, it.r1))
+        detail::attend_decode_tile(q, q_stride, k_cache, v_cache, kv, q_heads, s, it.kv_head, it.kv_head_end, it.r0,
+                                   it.r1, scale, out);
+      else if (fixed && kv.head_dim == 64)
         attend_tile<C, 16, 64>(q, q_stride, k_cache, v_cache, kv, q_heads, s, it.kv_head, it.r0, it.r1, out, scratch);
       else if (fixed)
         attend_tile<C, 16, 128>(q, q_stride, k_cache, v_cache, kv, q_heads, s, it.kv_head, it.r0, it.r1, out,
