@@ -3,8 +3,11 @@
 // BF16 caches, for prefill chunks and decode batches, each against its bound measured here:
 //   memory bound  = K/V bytes the step must read / read bandwidth
 //   compute bound = attention FLOPs (4 * head_dim per query, head and visible position) / fp32 FMA peak
-//   tpbatch_attention_bench [--threads N] [--reps N] [--only SUBSTRING] [--no-old]
-// (--only: the workloads whose name contains it; --no-old: skip the slow reference loop.)
+//   tpbatch_attention_bench [--threads N] [--reps N] [--only SUBSTRING] [--no-old] [--group G]
+//                           [--decode-kernel off]
+// (--only: the workloads whose name contains it; --no-old: skip the slow reference loop; --group: q
+// heads per kv head, 3 = the 125M model; --decode-kernel off: every tile on the portable tiled kernel,
+// the "new" of before the AVX2 decode kernel.)
 #include <omp.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/cpu_decode_attention.h"
 #include "backend/dtype.h"
 
 namespace {
@@ -121,6 +125,8 @@ double fma_gflops() {
   return best;
 }
 
+int64_t g_group = 3;  // q heads per kv head (--group)
+
 struct Workload {
   std::string name;
   std::vector<std::pair<int64_t, int64_t>> seqs;  // (context before the step, rows in the step)
@@ -131,7 +137,7 @@ struct Result {
 };
 
 Result measure(const Workload& w, DType dtype, int reps, bool with_old) {
-  const int64_t qh = 12, kvh = 4, hd = 64, bs = 16;
+  const int64_t kvh = 4, qh = kvh * g_group, hd = 64, bs = 16;
   int64_t blocks = 0, rows = 0;
   for (auto [ctx, n] : w.seqs) {
     blocks += (ctx + n + bs - 1) / bs;
@@ -193,13 +199,18 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads")) omp_set_num_threads(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    if (!std::strcmp(argv[i], "--group")) g_group = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--decode-kernel") && !std::strcmp(argv[i + 1], "off"))
+      tpbatch::cpu::detail::set_decode_kernel_enabled(false);
   }
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--no-old")) with_old = false;
   const double bw = read_gbps(), peak = fma_gflops();
   std::printf("attention bench: %d threads; read bandwidth %.1f GB/s; fp32 FMA peak %.1f GFLOP/s\n",
               omp_get_max_threads(), bw, peak);
-  std::printf("shape: 12 q heads, 4 kv heads, head_dim 64, 16-position blocks (the 125M model), shuffled blocks\n");
+  std::printf("shape: %lld q heads, 4 kv heads, head_dim 64, 16-position blocks (the 125M model at group 3), shuffled "
+              "blocks; decode kernel %s\n",
+              static_cast<long long>(4 * g_group), tpbatch::cpu::detail::decode_kernel_enabled() ? "on" : "off");
   std::vector<Workload> loads;
   loads.push_back({"prefill 1 x 512 rows @0", {{0, 512}}});
   loads.push_back({"prefill chunk 128 @1024", {{1024, 128}}});
