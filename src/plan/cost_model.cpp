@@ -144,10 +144,12 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
   p.tokens_per_s_total = p.tokens_per_s_replica * layout.data();
   const double prefill_handoff_us =
       (pp - 1) * (machine.alpha_us + chunk_tokens * H * act / (machine.allreduce_gbs * 1e3));
-  const double queue = static_cast<double>(pp - 1) * prefill_slowest;  // micro-batches behind the first
-  const double n_chunks = static_cast<double>(chunks);
-  p.ttft_s = ((prefill_sum + queue / 2.0) * (n_chunks + 1.0) / 2.0 + prefill_handoff_us) * 1e-6;
-  p.prefill_s = (n_chunks * (prefill_sum + queue) + prefill_handoff_us) * 1e-6;
+  // The G = PP x chunks pieces of prefill enter the first stage one slowest stage apart; piece g's
+  // rows get their first token after sum + g x slowest. The engine's TTFT p50 is the row at rank
+  // round(0.5 (rows - 1)), which lies in piece floor(G / 2) when the pieces hold equal rows.
+  const double pieces = static_cast<double>(pp) * static_cast<double>(chunks);
+  p.ttft_s = (prefill_sum + std::floor(pieces / 2.0) * prefill_slowest + prefill_handoff_us) * 1e-6;
+  p.prefill_s = (prefill_sum + (pieces - 1.0) * prefill_slowest + prefill_handoff_us) * 1e-6;
   const double batch_s = p.prefill_s + static_cast<double>(shape.new_tokens) * p.decode_step_us * 1e-6;
   p.batch_output_tokens_per_s =
       static_cast<double>(shape.rows) * static_cast<double>(shape.new_tokens) * layout.data() / batch_s;

@@ -29,9 +29,10 @@
 // micro-batch once per step, and one micro-batch crosses all the stages in turn. PP = 1: the stage.
 // TTFT: the prompt tokens of a micro-batch prefilled in chunks of max_batch_tokens; a chunk of T
 // tokens costs per stage max(W_s / BW, linear FLOPs / R(T) + attention FLOPs / R_prefill_attn)
-// (R_prefill_attn 0: the attention FLOPs at R(T) too) + its allreduces; the micro-batches and
-// chunks queue, so the mean TTFT over rows = (sum of the stages + (PP-1)/2 x the slowest) x
-// (chunks + 1) / 2 + hand-offs, and the whole prefill = the chunks x (the sum + (PP-1) x slowest).
+// (R_prefill_attn 0: the attention FLOPs at R(T) too) + its allreduces. The G = PP x chunks pieces
+// enter the first stage one slowest stage apart, piece g done after the sum of the stages + g x the
+// slowest (+ hand-offs); TTFT is the median row's (the engine's p50): piece floor(G/2); the whole
+// prefill ends with piece G-1.
 // Tokens/s per replica = rows / decode step; in total x data-parallel replicas.
 // Not counted (measured small here): sampling and the host's per-step work (greedy argmax over the
 // vocabulary, the scheduler), norms, RoPE and the activations' element-wise passes.
@@ -86,7 +87,7 @@ struct SpeedPrediction {
   double decode_step_us = 0.0;
   double tokens_per_s_replica = 0.0;
   double tokens_per_s_total = 0.0;
-  double ttft_s = 0.0;           // mean over the rows
+  double ttft_s = 0.0;           // the median row's, as the engine's TTFT p50
   double prefill_s = 0.0;        // the whole batch's prefill
   int64_t micro_batch_rows = 0;  // ceil(rows / PP): the m of the decode GEMMs
   int64_t prefill_chunks = 1;

@@ -4,7 +4,8 @@
 // (engine.threads, else cores / ranks on the node, as run_job's blas_threads), so the rates are
 // those of the run's layout: ranks sharing cores and memory bandwidth slow each other here as they
 // do in the run. Node totals = the sum over the node's ranks (rank 0 reports them).
-//   read bandwidth   an OpenMP sum over a 256 MiB float buffer per rank, best of 5
+//   read bandwidth   an OpenMP sum (16 independent sums a thread) over a 256 MiB float buffer per
+//                    rank, best of 5
 //   GEMM peak        cpu::gemm_nt fp32 at 512 x 2048 x 2048
 //   GEMM at decode   cpu::gemm_nt at m = 1, 4, 8, 16 (and 32, 64, 128 up to the first >= the
 //                    row shape's rows per micro-batch) rows over one decoder layer's
