@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/cpu_exp_ops.h"
 #include "backend/cpu/cpu_family_ops.h"
 #include "backend/cpu/cpu_moe_ops.h"
 #include "backend/cpu/gemm.h"
@@ -133,12 +134,7 @@ class CpuBackend final : public Backend {
     Access a(mem_);
     const float* gu = f32(guv, "silu_mul input");
     float* out = f32_mut(outv, "silu_mul out");
-    for (int64_t r = 0; r < m; ++r) {
-      const float* g = gu + r * 2 * inter;
-      const float* u = g + inter;
-      float* o = out + r * inter;
-      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    }
+    cpu::silu_mul(gu, out, m, inter);
   }
 
   void paged_attention(BufferView q, int64_t q_stride, BufferView k, BufferView v, int64_t kv_stride,
@@ -190,9 +186,7 @@ class CpuBackend final : public Backend {
       LogitStats st{-std::numeric_limits<float>::infinity(), 0, 0.0f, std::numeric_limits<float>::quiet_NaN()};
       for (int64_t j = 0; j < vn; ++j)
         if (row[j] > st.max_logit) st.max_logit = row[j], st.argmax = static_cast<int32_t>(v0 + j);
-      double se = 0.0;
-      for (int64_t j = 0; j < vn; ++j) se += std::exp(static_cast<double>(row[j]) - st.max_logit);
-      st.sum_exp = static_cast<float>(se);
+      st.sum_exp = static_cast<float>(cpu::sum_exp_shifted(row, vn, st.max_logit));
       const int32_t target = targets_[static_cast<size_t>(first + i)];
       if (target >= v0 && target < v0 + vn) st.target_logit = row[target - v0];
       stats[i] = st;
