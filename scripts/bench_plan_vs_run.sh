@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # `tpbatch plan`'s predicted speed (plan/cost_model.h) against measured runs of the generated 125M
 # model: TP=1, TP=2, DP=2 and TP=2 x PP=2 (mpirun -np 1/2/2/4), 32 rows x (128 prompt + 64 new tokens).
-# The machine is calibrated once (`mpirun -np 2 tpbatch plan --calibrate`: read bandwidth, fp32 GEMM,
-# MPI allreduce alpha/beta) and those values are passed to the plan of each world size as flags.
+# Each world size is calibrated just before its runs (`mpirun -np N tpbatch plan --calibrate`: every
+# rank measures at once, at the threads a run's rank gets: read bandwidth, fp32 GEMM peak, gemm_nt
+# R(m) at decode rows over the model's layer, paged attention at decode and prefill, the step's
+# element-wise overhead, MPI allreduce alpha/beta), so the rates see the same sharing of the cores (and the same outside load) as the
+# runs; those values are passed to the plan of each layout as flags.
 # Measured: the run's "[tpbatch] done:" line (TPOT p50 = decode step, output tok/s, TTFT p50).
 # Usage: scripts/bench_plan_vs_run.sh [BUILD_DIR]     (aim: predicted/measured within 25%)
+# The last line says whether every ratio (step, output tok/s, TTFT) is within 25%, and which not.
+# PLAN_BENCH_NICE=-10 (root) runs the calibrations and the runs at that niceness: on a machine shared
+# with builds and tests both then see the cores mostly alone (unset: niceness unchanged, and the
+# outside load, which varies from minute to minute, is in every number).
 set -euo pipefail
 BUILD=${1:-build}
 TP=$(cd "$BUILD" && pwd)/tpbatch
@@ -14,8 +21,10 @@ WORK=$(mktemp -d -t tpbatch-plan-vs-run-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 ROWS=32 PROMPT=128 NEW=64
 MPIRUN=(mpirun --oversubscribe --bind-to none)
+NICE=()
+if [ -n "${PLAN_BENCH_NICE:-}" ]; then NICE=(nice -n "$PLAN_BENCH_NICE"); fi
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; niceness ${PLAN_BENCH_NICE:-unchanged}"
 "$TP" make-model "$WORK/m125" --preset 125m >/dev/null
 python3 - "$WORK/rows.jsonl" "$ROWS" "$PROMPT" <<'PY'
 import json, random, sys
@@ -41,46 +50,69 @@ engine:
 YAML
 
 cd "$WORK"
-"${MPIRUN[@]}" -np 2 "$TP" plan job.yaml --calibrate --world-size 2 --json >calibration.json
-read -r MEM GEMM HALF ALPHA BETA < <(python3 -c '
-import json; m = json.load(open("calibration.json"))["machine"]
-print(m["memory_gbs"], m["gemm_tflops"], m["gemm_half_rows"], m["alpha_us"], m["allreduce_gbs"])')
-echo "calibrated: read $MEM GB/s, GEMM $GEMM TFLOP/s (m_half $HALF rows), allreduce alpha $ALPHA us, B $BETA GB/s"
-MACHINE=(--memory-gbs "$MEM" --gemm-tflops "$GEMM" --gemm-half-rows "$HALF" --alpha-us "$ALPHA" --allreduce-gbs "$BETA")
+# calibrate NP: the machine as NP ranks of a run see it, as plan flags in MACHINE.
+calibrate() {
+  local np=$1 cmd=("$TP" plan job.yaml --calibrate --world-size "$1" --json --rows "$ROWS" --prompt-tokens "$PROMPT"
+                   --new-tokens "$NEW")
+  if [ "$np" -gt 1 ]; then cmd=("${MPIRUN[@]}" -np "$np" "${cmd[@]}"); fi
+  "${NICE[@]}" "${cmd[@]}" >"calibration$np.json"
+  mapfile -t MACHINE < <(python3 - "calibration$np.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["machine"]; c = m["calibration"]
+flags = ["--memory-gbs", m["memory_gbs"], "--gemm-tflops", m["gemm_tflops"], "--gemm-rates", c["gemm_rates_flag"],
+         "--attention-tflops", c["attention_tflops"], "--prefill-attention-tflops", c["prefill_attention_tflops"],
+         "--layer-overhead-us", c["layer_overhead_us"], "--logits-overhead-us", c["logits_overhead_us"]]
+if c["allreduce_measured"]:
+    flags += ["--alpha-us", m["alpha_us"], "--allreduce-gbs", m["allreduce_gbs"]]
+print("\n".join(str(f) for f in flags))
+rates = " ".join(f"{g['rows']:g}:{g['tflops'] * 1e3:.1f}" for g in c["gemm_rates"])
+print(f"calibrated at {c['ranks_measuring']} ranks x {c['gemm_threads']} threads: read {m['memory_gbs']:.2f} GB/s, "
+      f"GEMM peak {m['gemm_tflops'] * 1e3:.1f} GFLOP/s, R(m) GFLOP/s {rates}, attention {c['attention_tflops'] * 1e3:.2f} "
+      f"decode / {c['prefill_attention_tflops'] * 1e3:.2f} prefill GFLOP/s, step overhead {c['layer_overhead_us']:.2f} us "
+      f"a row a layer + {c['logits_overhead_us']:.1f} us a row (logits), allreduce alpha {m['alpha_us']:.2f} us "
+      f"B {m['allreduce_gbs']:.2f} GB/s (node totals)", file=sys.stderr)
+PY
+)
+}
 
 : >results.txt
+calibrated=0
 for spec in "TP=1 1 1 1" "TP=2 2 2 1" "DP=2 2 1 1" "TP=2xPP=2 4 2 2"; do
   read -r name np t p <<<"$spec"
   dp=$((np / (t * p)))
+  if [ "$calibrated" -ne "$np" ]; then calibrate "$np"; calibrated=$np; fi
   "$TP" plan job.yaml --world-size "$np" --json --prompt-tokens "$PROMPT" --new-tokens "$NEW" \
-    --rows $((ROWS / dp)) "${MACHINE[@]}" >"plan$np.json"
+    --rows $((ROWS / dp)) "${MACHINE[@]}" >"plan$name.json"
   sets=(--set "parallel.tensor=$t" --set "parallel.pipeline=$p")
   if [ "$np" -eq 1 ]; then cmd=("$TP" job.yaml "${sets[@]}"); else cmd=("${MPIRUN[@]}" -np "$np" "$TP" job.yaml "${sets[@]}"); fi
-  "${cmd[@]}" >"run$np-$t-$p.log" 2>&1 || { echo "$name: run failed:"; tail -5 "run$np-$t-$p.log"; exit 1; }
-  done_line=$(grep -a '\[tpbatch\] done:' "run$np-$t-$p.log" | tail -1)
+  "${NICE[@]}" "${cmd[@]}" >"run$name.log" 2>&1 || { echo "$name: run failed:"; tail -5 "run$name.log"; exit 1; }
+  done_line=$(grep -a '\[tpbatch\] done:' "run$name.log" | tail -1)
   echo "$name $np $t $p $done_line" >>results.txt
-  echo "$name: $done_line"
+  echo "$name: $done_line (load $(cut -d' ' -f1 /proc/loadavg))"
 done
-
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - <<'PY'
 import json, re
-print("\n| layout | ranks | predicted step ms | measured TPOT p50 ms | ratio | predicted out tok/s | measured out tok/s | ratio | predicted TTFT s | measured TTFT p50 s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-worst = 0.0
+print("\n| layout | ranks | predicted step ms | measured TPOT p50 ms | ratio | predicted out tok/s | measured out tok/s | ratio | predicted TTFT s | measured TTFT p50 s | ratio |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+outside = []
 for line in open("results.txt"):
     name, np_, t, p, rest = line.split(None, 4)
-    np_, t, p = int(np_), int(t), int(p)
-    plan = json.load(open(f"plan{np_}.json"))
-    lay = next(l for l in plan["layouts"] if l["tensor"] == t and l["pipeline"] == p)
-    s = lay["speed"]
+    t, p = int(t), int(p)
+    plan = json.load(open(f"plan{name}.json"))
+    s = next(l for l in plan["layouts"] if l["tensor"] == t and l["pipeline"] == p)["speed"]
     out_tps = float(re.search(r"([\d.]+) output tok/s", rest).group(1))
     tpot = float(re.search(r"TPOT p50 ([\d.]+)s", rest).group(1))
     ttft = float(re.search(r"TTFT p50 ([\d.]+)s", rest).group(1))
-    r_step = s["decode_step_us"] / 1e3 / (tpot * 1e3)
-    r_tps = s["batch_output_tokens_per_s"] / out_tps
-    worst = max(worst, abs(r_step - 1), abs(r_tps - 1))
-    print(f"| {name} | {np_} | {s['decode_step_us']/1e3:.1f} | {tpot*1e3:.1f} | {r_step:.2f} | "
-          f"{s['batch_output_tokens_per_s']:.1f} | {out_tps:.1f} | {r_tps:.2f} | {s['ttft_s']:.2f} | {ttft:.2f} |")
-print(f"\nworst |ratio - 1| = {worst:.2f} (aim <= 0.25); predicted out tok/s = all rows x new / (TTFT + new x step)")
+    ratios = {"step": s["decode_step_us"] / 1e6 / tpot, "out tok/s": s["batch_output_tokens_per_s"] / out_tps,
+              "TTFT": s["ttft_s"] / ttft}
+    outside += [f"{name} {k} {r:.2f}" for k, r in ratios.items() if abs(r - 1) > 0.25]
+    print(f"| {name} | {np_} | {s['decode_step_us']/1e3:.1f} | {tpot*1e3:.1f} | {ratios['step']:.2f} | "
+          f"{s['batch_output_tokens_per_s']:.1f} | {out_tps:.1f} | {ratios['out tok/s']:.2f} | {s['ttft_s']:.2f} | "
+          f"{ttft:.2f} | {ratios['TTFT']:.2f} |")
+print("\n(ratio = predicted / measured; predicted out tok/s = all rows x new / (prefill + new x step))")
+if outside:
+    print("NOT all within 25%: " + "; ".join(outside))
+else:
+    print("all within 25%: every step, output tok/s and TTFT ratio is in [0.75, 1.25]")
 PY
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -85,6 +85,12 @@ int main(int argc, char** argv) {
   plan->add_option("--prefill-attention-tflops", po.speed.prefill_attention_tflops,
                    "prefill attention rate in TFLOP/s (node total on CPU; 0: at the GEMM rate)")
       ->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--layer-overhead-us", po.speed.layer_overhead_us,
+                   "element-wise work per row per layer in us (node equivalent on CPU; 0: none)")
+      ->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--logits-overhead-us", po.speed.logits_overhead_us,
+                   "final norm + logit statistics per row over the vocabulary in us (node equivalent on CPU; 0: none)")
+      ->check(CLI::Range(0.0, 1e9));
   plan->add_option("--prompt-tokens", po.speed.prompt_tokens, "prompt tokens of the row shape (default: row - new)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   plan->add_option("--new-tokens", po.speed.new_tokens, "new tokens of the row shape (default: max_new_tokens)")

@@ -68,7 +68,8 @@ double gemm_rate_flops(const MachineModel& m, double rows) {
 SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, const CostDtypes& dtypes,
                               const MachineModel& machine, const RowShape& shape) {
   if (machine.memory_gbs <= 0 || machine.gemm_tflops <= 0 || machine.allreduce_gbs <= 0 || machine.alpha_us < 0 ||
-      machine.attention_tflops < 0 || machine.prefill_attention_tflops < 0)
+      machine.attention_tflops < 0 || machine.prefill_attention_tflops < 0 || machine.layer_overhead_us < 0 ||
+      machine.logits_overhead_us < 0)
     throw JobError("cost model: memory bandwidth, GEMM rate and allreduce bandwidth must be positive, alpha and the "
                    "attention rates >= 0");
   if (shape.rows < 1 || shape.prompt_tokens < 1 || shape.new_tokens < 1 || shape.max_batch_tokens < 0)
@@ -120,8 +121,11 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
     p.gemm_us += gemm_us;
     p.kv_read_us += kv_us;
     p.attention_us += attn_us;
+    const double logits_us = last ? machine.logits_overhead_us / t : 0.0;
+    const double overhead_us = rows * (static_cast<double>(layers) * machine.layer_overhead_us + logits_us);
     p.allreduce_us += ar_us;
-    const double stage_us = std::max(weight_us, gemm_us) + attn_us + ar_us;
+    p.overhead_us += overhead_us;
+    const double stage_us = std::max(weight_us, gemm_us) + attn_us + overhead_us + ar_us;
     decode_sum += stage_us;
     decode_slowest = std::max(decode_slowest, stage_us);
 
@@ -134,7 +138,9 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
                                        : prefill_attn_flops / prefill_rate * 1e6;
     const double prefill_gemm_us = chunk_tokens * flops_per_token / prefill_rate * 1e6 + prefill_attn_us;
     const double prefill_ar_us = t > 1 ? n_allreduce * allreduce_us(chunk_tokens * H * act, t, machine) : 0.0;
-    const double prefill_stage_us = std::max(weight_us, prefill_gemm_us) + prefill_ar_us;
+    const double prefill_overhead_us =
+        chunk_tokens * static_cast<double>(layers) * machine.layer_overhead_us + chunk_rows * logits_us;
+    const double prefill_stage_us = std::max(weight_us, prefill_gemm_us) + prefill_overhead_us + prefill_ar_us;
     prefill_sum += prefill_stage_us;
     prefill_slowest = std::max(prefill_slowest, prefill_stage_us);
   }

@@ -19,9 +19,15 @@
 //                    R_attn the measured paged-attention rate (0: the KV bytes alone, as an
 //                    accelerator's attention is bound by them); KV bytes = rows x mean context
 //                    (prompt + new/2) x KV bytes per token of the stage
+//   step overhead    rows x (layers x e_layer + (last stage) e_logits / t): the element-wise work
+//                    per row (norms, RoPE, SiLU x up, residual adds; the final norm and the logits'
+//                    max / sum of exp over the vocabulary shard), measured through the CPU backend
+//                    (0 where not given: an accelerator's kernels hide in the GEMM time); the layer
+//                    part is not divided by TP (the norms are replicated), prefill pays it for
+//                    every prompt token
 //   allreduces       2 per layer (+1 on the last stage: the vocab-parallel logits), each of
 //                    S = tokens x hidden x activation bytes, ring cost alpha + 2(t-1)/t x S / B
-//   stage time       max(W_s / BW, FLOPs / R(m)) + attention + allreduces, at m = the rows of one
+//   stage time       max(W_s / BW, FLOPs / R(m)) + attention + overhead + allreduces, at m = the rows of one
 //                    micro-batch: the scheduler splits a replica's rows into PP micro-batches of
 //                    ceil(rows / PP) (engine/scheduler.cpp), one per stage in flight
 // Decode step (a row's time per output token) = max(PP x the slowest stage, the sum of the stages +
@@ -61,6 +67,8 @@ struct MachineModel {
   std::vector<GemmRate> gemm_rates;       // measured R(m), ascending rows; empty: the m_half curve
   double attention_tflops = 0.0;          // decode paged attention; 0: KV bytes / BW only
   double prefill_attention_tflops = 0.0;  // prefill attention; 0: at the GEMM rate R(T)
+  double layer_overhead_us = 0.0;         // element-wise work per row per layer (e_layer)
+  double logits_overhead_us = 0.0;        // per row for the whole vocabulary (e_logits)
 };
 
 struct RowShape {
@@ -82,6 +90,7 @@ struct SpeedPrediction {
   double gemm_us = 0.0;          // sum of FLOPs / R(rows)
   double kv_read_us = 0.0;       // sum of KV bytes / BW
   double attention_us = 0.0;     // sum of max(KV bytes / BW, attention FLOPs / R_attn)
+  double overhead_us = 0.0;      // sum of the step overheads
   double allreduce_us = 0.0;
   double handoff_us = 0.0;
   double decode_step_us = 0.0;

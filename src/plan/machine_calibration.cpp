@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/buffer.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/gemm.h"
 
@@ -30,18 +31,67 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Best seconds of fn() over reps after one warm-up call, the ranks lined up before each.
+// Median seconds of fn() over reps after one warm-up call, the ranks lined up before each. The
+// median, not the best: a run lasts minutes and meets the machine's usual state (other work on a
+// shared machine included), not its quietest moment.
 template <typename Fn>
 double best_seconds(int reps, Fn&& fn) {
   fn();
-  double best = 1e30;
+  std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     line_up();
     const double t0 = now_s();
     fn();
-    best = std::min(best, now_s() - t0);
+    t.push_back(now_s() - t0);
   }
-  return best;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The element-wise work of a decode step at m rows, through the CPU backend as model_runner calls
+// it, in microseconds per row: per layer (input RMSNorm, RoPE of the q and k heads, residual add +
+// RMSNorm, SiLU x up, residual add) and for the logits (final RMSNorm, logit_stats over the whole
+// vocabulary: max, argmax and sum of exp per row).
+struct StepOverhead {
+  double layer_us = 0.0, logits_us = 0.0;
+};
+StepOverhead measure_step_overhead(const ModelConfig& c, int64_t m) {
+  auto be = make_cpu_backend();
+  const int64_t H = c.hidden_size, hd = c.head_dim, I = std::max<int64_t>(1, c.intermediate_size);
+  const int64_t nqkv = (c.num_heads + 2 * c.num_kv_heads) * hd, V = c.vocab_size;
+  Buffer x = be->alloc(static_cast<size_t>(m * H), DType::F32), h = be->alloc(static_cast<size_t>(m * H), DType::F32),
+         proj = be->alloc(static_cast<size_t>(m * H), DType::F32), w = be->alloc(static_cast<size_t>(H), DType::F32),
+         qkv = be->alloc(static_cast<size_t>(m * nqkv), DType::F32),
+         inv_freq = be->alloc(static_cast<size_t>(std::max<int64_t>(1, hd / 2)), DType::F32),
+         gu = be->alloc(static_cast<size_t>(m * 2 * I), DType::F32), act = be->alloc(static_cast<size_t>(m * I), DType::F32),
+         logits = be->alloc(static_cast<size_t>(m * V), DType::F32), stats = be->alloc(static_cast<size_t>(4 * m), DType::F32);
+  auto fill = [&](Buffer& b, float v) {
+    std::vector<float> host(b.count(), v);
+    be->upload(b.view(), host.data(), host.size() * sizeof(float));
+  };
+  for (Buffer* b : {&x, &h, &proj, &w, &qkv, &inv_freq, &gu, &act, &logits}) fill(*b, 0.01f);
+  std::vector<int32_t> tokens(static_cast<size_t>(m), 0), positions(static_cast<size_t>(m), 100), targets(static_cast<size_t>(m), -1);
+  std::vector<int64_t> logit_rows(static_cast<size_t>(m));
+  std::iota(logit_rows.begin(), logit_rows.end(), 0);
+  be->begin_step(StepBatch{tokens, positions, {}, logit_rows, targets});
+  const float eps = 1e-5f;
+  const int layers = 4;  // enough to time; the cost is per layer
+  StepOverhead o;
+  o.layer_us = best_seconds(5, [&] {
+    for (int l = 0; l < layers; ++l) {
+      be->rmsnorm(x.view(), w.view(), h.view(), m, H, eps);
+      be->rope(qkv.view(), nqkv, c.num_heads, hd, inv_freq.view());
+      be->rope(qkv.view(c.num_heads * hd), nqkv, c.num_kv_heads, hd, inv_freq.view());
+      be->add_rmsnorm(x.view(), proj.view(), w.view(), h.view(), m, H, eps);
+      be->silu_mul(gu.view(), act.view(), m, I);
+      be->add(x.view(), proj.view(), static_cast<size_t>(m * H));
+    }
+  }) / layers / static_cast<double>(m) * 1e6;
+  o.logits_us = best_seconds(5, [&] {
+    be->rmsnorm(x.view(), w.view(), h.view(), m, H, eps);
+    be->logit_stats(logits.view(), m, V, 0, 0, stats.view());
+  }) / static_cast<double>(m) * 1e6;
+  return o;
 }
 
 double measure_memory_gbs() {
@@ -204,6 +254,12 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
   c.attention_tflops = node_total(attention_flops(config, r.kv, rows, 1, context, layers, 3)) / 1e12;
   // Prefill: whole prompts of up to 512 tokens, as many as make the work of 8 x 128-token prompts
   // (the rate, not the time, is what is kept; a long prompt's quadratic work would only cost time).
+  {
+    // Times, not rates: the node's equivalent is 1 / the sum of the ranks' 1 / time, as for rates.
+    const StepOverhead o = measure_step_overhead(config, rows);
+    c.layer_overhead_us = 1.0 / node_total(1.0 / std::max(o.layer_us, 1e-9));
+    c.logits_overhead_us = 1.0 / node_total(1.0 / std::max(o.logits_us, 1e-9));
+  }
   const int64_t prompt = std::clamp<int64_t>(r.prompt_tokens, 1, 512);
   const int64_t prompts = std::clamp<int64_t>(8 * 128 * 128 / (prompt * prompt), 1, std::min<int64_t>(rows, 8));
   c.prefill_attention_tflops = node_total(attention_flops(config, r.kv, prompts, prompt, 0, 1, 2)) / 1e12;

@@ -18,6 +18,10 @@
 //                    the row shape's rows at its mean context (each layer's cache rotated, up to
 //                    128 MiB), and a prefill of whole prompts (up to 512 tokens, 8 x 128^2 work);
 //                    the rates count 4 x head_dim FLOPs per (query head, visible position)
+//   step overhead    the element-wise work of a decode step at the row shape's rows through the
+//                    CPU backend (per layer: RMSNorms, RoPE, SiLU x up, residual adds; the logits'
+//                    final norm and logit_stats over the vocabulary), microseconds per row
+//   (each figure is the median of its passes: a run meets the machine's usual state, not its best)
 //   allreduce        MPI_Allreduce of float sums, 8 B and 4 MiB, when launched by mpirun with >= 2
 //                    ranks: alpha = the 8 B time, B = 2(t-1)/t x S / (t(S) - alpha)
 #include <cstdint>
@@ -48,6 +52,8 @@ struct Calibration {
   std::vector<GemmRate> gemm_rates;       // R(m) at the model's layer, streamed, node totals
   double attention_tflops = 0.0;          // decode paged attention, node total
   double prefill_attention_tflops = 0.0;  // prefill paged attention, node total
+  double layer_overhead_us = 0.0;         // element-wise work per row per layer, node equivalent
+  double logits_overhead_us = 0.0;        // final norm + logit statistics per row, node equivalent
   int gemm_threads = 1;            // OpenMP threads of each measuring rank
   int ranks_measuring = 1;         // ranks of this node that measured at once
   bool allreduce_measured = false;
@@ -60,8 +66,8 @@ struct Calibration {
 // The world size mpirun / srun launched this process with (1 when none).
 int launched_world_size();
 
-// Under mpirun with >= 2 ranks: the allreduce first, then every rank measures memory, GEMM and
-// attention at once and rank 0 gets the node's totals; MPI is finalised before returning (the
+// Under mpirun with >= 2 ranks: the allreduce first, then every rank measures memory, GEMM,
+// attention and the step overhead at once and rank 0 gets the node's totals; MPI is finalised before returning (the
 // other ranks return with mpi_rank set, their figures their own).
 Calibration calibrate_machine(const ModelConfig& config, const CalibrationRequest& request);
 

@@ -81,6 +81,17 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   } else {
     rep.attention_source = "none";
   }
+  if (r.layer_overhead_us >= 0 || r.logits_overhead_us >= 0) {
+    rep.node.layer_overhead_us = std::max(0.0, r.layer_overhead_us);
+    rep.node.logits_overhead_us = std::max(0.0, r.logits_overhead_us);
+    rep.overhead_source = "given";
+  } else if (own_rates && r.memory_gbs <= 0 && cal->layer_overhead_us > 0) {
+    rep.node.layer_overhead_us = cal->layer_overhead_us;
+    rep.node.logits_overhead_us = cal->logits_overhead_us;
+    rep.overhead_source = "measured";
+  } else {
+    rep.overhead_source = "none";
+  }
   rep.node.alpha_us = in.alpha_us;
   rep.node.allreduce_gbs = in.bandwidth_gbs;
   rep.allreduce_source = allreduce_source;
@@ -92,6 +103,8 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   for (GemmRate& g : rep.rank.gemm_rates) g.tflops /= rep.ranks_sharing;
   rep.rank.attention_tflops /= rep.ranks_sharing;
   rep.rank.prefill_attention_tflops /= rep.ranks_sharing;
+  rep.rank.layer_overhead_us *= rep.ranks_sharing;  // times: a rank's share of the node takes longer
+  rep.rank.logits_overhead_us *= rep.ranks_sharing;
 
   const int64_t new_tokens = r.new_tokens > 0 ? r.new_tokens : std::max<int64_t>(1, max_new_tokens);
   const int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : std::max<int64_t>(1, in.row_tokens - new_tokens);
@@ -125,7 +138,9 @@ nlohmann::json machine_json(const MachineModel& m) {
                         {"allreduce_gbs", m.allreduce_gbs},
                         {"gemm_rates", rates_json(m.gemm_rates)},
                         {"attention_tflops", m.attention_tflops},
-                        {"prefill_attention_tflops", m.prefill_attention_tflops}};
+                        {"prefill_attention_tflops", m.prefill_attention_tflops},
+                        {"layer_overhead_us", m.layer_overhead_us},
+                        {"logits_overhead_us", m.logits_overhead_us}};
 }
 
 // "1:0.0046,8:0.0258" as --gemm-rates takes it.
@@ -150,6 +165,7 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
   m["allreduce_source"] = rep.allreduce_source;
   m["gemm_rates_source"] = rep.gemm_rates_source;
   m["attention_source"] = rep.attention_source;
+  m["overhead_source"] = rep.overhead_source;
   if (rep.calibration) {
     const Calibration& c = *rep.calibration;
     m["calibration"] = {{"memory_gbs", c.memory_gbs},           {"gemm_tflops", c.gemm_tflops},
@@ -160,6 +176,8 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
                         {"gemm_rates_flag", rates_flag(c.gemm_rates)},
                         {"attention_tflops", c.attention_tflops},
                         {"prefill_attention_tflops", c.prefill_attention_tflops},
+                        {"layer_overhead_us", c.layer_overhead_us},
+                        {"logits_overhead_us", c.logits_overhead_us},
                         {"ranks_measuring", c.ranks_measuring}};
   }
   j["machine"] = m;
@@ -178,6 +196,7 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
                            {"gemm_us", s.p.gemm_us},
                            {"kv_read_us", s.p.kv_read_us},
                            {"attention_us", s.p.attention_us},
+                           {"overhead_us", s.p.overhead_us},
                            {"micro_batch_rows", s.p.micro_batch_rows},
                            {"prefill_chunks", s.p.prefill_chunks},
                            {"prefill_s", s.p.prefill_s},
@@ -214,8 +233,11 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
         std::snprintf(line, sizeof line, " %g:%.1f", g.rows, g.tflops * 1e3);
         out << line;
       }
-      std::snprintf(line, sizeof line, "; attention %.2f GFLOP/s decode, %.2f prefill", c.attention_tflops * 1e3,
-                    c.prefill_attention_tflops * 1e3);
+      std::snprintf(line, sizeof line,
+                    "; attention %.2f GFLOP/s decode, %.2f prefill; step overhead %.2f us a row a layer, %.1f us a row "
+                    "for the logits",
+                    c.attention_tflops * 1e3, c.prefill_attention_tflops * 1e3, c.layer_overhead_us,
+                    c.logits_overhead_us);
       out << line;
     }
     if (c.allreduce_measured)
@@ -242,8 +264,9 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
     out << line;
   }
   out << "(decode step = per stage max(weights / bandwidth, GEMM FLOPs / R(micro-batch rows)) + attention + "
-         "allreduces; max(PP x the slowest stage, their sum + hand-offs); rows per replica; GEMM rates "
-      << rep.gemm_rates_source << ", attention rates " << rep.attention_source << ")\n";
+         "step overhead + allreduces; max(PP x the slowest stage, their sum + hand-offs); rows per replica; GEMM rates "
+      << rep.gemm_rates_source << ", attention rates " << rep.attention_source << ", overheads " << rep.overhead_source
+      << ")\n";
 }
 
 }  // namespace tpbatch

@@ -31,6 +31,8 @@ struct SpeedRequest {
   std::vector<GemmRate> gemm_rates;        // --gemm-rates M:TFLOPS,...; empty: measured or none
   double attention_tflops = -1.0;          // < 0: measured or 0 (KV bytes / bandwidth only)
   double prefill_attention_tflops = -1.0;  // < 0: measured or 0 (at the GEMM rate)
+  double layer_overhead_us = -1.0;         // < 0: measured or 0 (none)
+  double logits_overhead_us = -1.0;        // < 0: measured or 0 (none)
   int64_t prompt_tokens = 0;      // 0: row_tokens - max_new_tokens
   int64_t new_tokens = 0;         // 0: the job's sampling.max_new_tokens
   int64_t rows = 0;               // per replica; 0: min(max_seqs, the layout's concurrent rows)
@@ -47,7 +49,7 @@ struct SpeedReport {
   MachineModel rank;              // what one rank gets: CPU memory and GEMM shared by the node's ranks
   int ranks_sharing = 1;
   std::string memory_source, gemm_source, allreduce_source;  // "measured" | "given" | "default"
-  std::string gemm_rates_source, attention_source;           // also "none"
+  std::string gemm_rates_source, attention_source, overhead_source;  // also "none"
   std::optional<Calibration> calibration;
   std::vector<LayoutSpeed> layouts;  // parallel to Plan::layouts
 };

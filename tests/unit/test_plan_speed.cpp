@@ -191,6 +191,24 @@ TEST(PlanSpeed, PipelineMicroBatchesRunAtTheirOwnRows) {
   EXPECT_NEAR(p.prefill_s, p.ttft_s, 1e-12);
 }
 
+TEST(PlanSpeed, StepOverheadIsPaidPerRowPerLayerAndForTheLogitsShard) {
+  const ModelConfig cfg = load_config_text("speed125oh", config_125m());
+  const CostDtypes f32{DType::F32, DType::F32, DType::F32};
+  MachineModel m = cpu_node();
+  const SpeedPrediction none = predict_speed(cfg, Layout{2, 2, 1}, f32, m, RowShape{128, 64, 32, 4096});
+  EXPECT_EQ(none.overhead_us, 0.0);
+  m.layer_overhead_us = 10;
+  m.logits_overhead_us = 200;
+  const SpeedPrediction p = predict_speed(cfg, Layout{2, 2, 1}, f32, m, RowShape{128, 64, 32, 4096});
+  // 32 rows x (12 layers x 10 us + 200 us / TP 2 for the vocabulary shard) = 7040 us a step.
+  EXPECT_NEAR(p.overhead_us, 7040, 1e-9);
+  EXPECT_NEAR(p.decode_step_us - none.decode_step_us, 7040, 1e-6);
+  // Prefill, one chunk of 4096 tokens: 4096 x 12 x 10 us + 32 rows x 100 us = 494,720 us.
+  EXPECT_NEAR(p.ttft_s - none.ttft_s, 0.49472, 1e-9);
+  m.logits_overhead_us = -1;
+  EXPECT_THROW(predict_speed(cfg, Layout{2, 2, 1}, f32, m, RowShape{128, 64, 32, 4096}), Error);
+}
+
 TEST(PlanSpeed, CpuRanksShareTheNodesRatesAndGivenRatesAreReported) {
   SpeedJob d;
   PlanOptions o;
@@ -205,6 +223,8 @@ TEST(PlanSpeed, CpuRanksShareTheNodesRatesAndGivenRatesAreReported) {
   o.speed.gemm_rates = parse_gemm_rates("1:0.004,16:0.04,32:0.05");
   o.speed.attention_tflops = 0.004;
   o.speed.prefill_attention_tflops = 0.008;
+  o.speed.layer_overhead_us = 3;
+  o.speed.logits_overhead_us = 50;
   o.speed.prompt_tokens = 128;
   o.speed.new_tokens = 64;
   o.speed.rows = 8;
@@ -217,12 +237,16 @@ TEST(PlanSpeed, CpuRanksShareTheNodesRatesAndGivenRatesAreReported) {
   EXPECT_EQ(j["machine"]["ranks_sharing_node"], 2);
   EXPECT_NEAR(j["machine"]["per_rank"]["gemm_rates"][1]["tflops"].get<double>(), 0.02, 1e-12);
   EXPECT_NEAR(j["machine"]["per_rank"]["attention_tflops"].get<double>(), 0.002, 1e-12);
+  EXPECT_EQ(j["machine"]["overhead_source"], "given");
+  EXPECT_NEAR(j["machine"]["per_rank"]["layer_overhead_us"].get<double>(), 6, 1e-12);  // half the node: twice the time
   MachineModel rank = cpu_node();
   rank.memory_gbs = 5;
   rank.gemm_tflops = 0.05;
   for (GemmRate& g : rank.gemm_rates) g.tflops /= 2;
   rank.attention_tflops /= 2;
   rank.prefill_attention_tflops /= 2;
+  rank.layer_overhead_us = 6;
+  rank.logits_overhead_us = 100;
   const ModelConfig cfg = load_config_text("speedshare", llama31_8b());
   for (const auto& l : j["layouts"]) {
     if (l["speed"].is_null()) continue;
@@ -275,6 +299,9 @@ TEST(PlanSpeed, CalibrateOutsideMpiMeasuresMemoryAndGemmOnly) {
   EXPECT_GT(cal["attention_tflops"].get<double>(), 1e-6);
   EXPECT_GT(cal["prefill_attention_tflops"].get<double>(), 1e-6);
   EXPECT_EQ(cal["ranks_measuring"], 1);
+  EXPECT_GT(cal["layer_overhead_us"].get<double>(), 0.0);
+  EXPECT_GT(cal["logits_overhead_us"].get<double>(), 0.0);
+  EXPECT_EQ(j["machine"]["overhead_source"], "measured");
   EXPECT_GT(j["layouts"][0]["speed"]["attention_us"].get<double>(), 0.0);
 }
 
