@@ -173,13 +173,32 @@ TEST_P(GemmIsaTest, DecodeBatchShapes) {
 // (1 for fp32) to 63 gives the same bits. The engine's batching tests (tokens equal across
 // max_seqs, layouts) tolerate rounding differences between regimes; this pins what is exact.
 // The broadcast path (AVX2) sums each output lane over k in order whatever m is: one regime for
-// every m and k. Auto takes row-blocked, broadcast or panel by m (gemm.cpp), so its results are
-// exact within each of those ranges of m only.
+// every m and k. Auto takes row-blocked, broadcast or panel by m (gemm.cpp): its results are
+// exact within each path's regimes (the panel path, OpenBLAS, is not checked here).
+std::vector<std::vector<int64_t>> exact_regimes(GemmPath path, DType dtype, int64_t k) {
+  const bool half = dtype != DType::F32;
+  const bool portable = gemm_isa() == GemmIsa::Portable;
+  if (path == GemmPath::Auto) {
+    std::vector<std::vector<int64_t>> out;
+    for (GemmPath p : {GemmPath::RowBlocked, GemmPath::Broadcast})
+      for (const auto& regime : exact_regimes(p, dtype, k)) {
+        std::vector<int64_t> taken;  // the m of this regime that Auto sends down path p
+        for (int64_t m : regime)
+          if (gemm_auto_path(dtype, m, 37, k) == p) taken.push_back(m);
+        if (taken.size() >= 2) out.push_back(taken);
+      }
+    return out;
+  }
+  if (path == GemmPath::Broadcast && !portable) return {{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 31, 33, 63}};
+  if (portable || k <= 512) return {{half && !portable ? 2 : 1, 3, 4, 5, 6, 7, 16, 17, 31, 63}};
+  return {{half ? 2 : 1, 2, 3}, {4, 5, 6, 7, 16, 17, 31, 63}};
+}
+
 TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
   std::mt19937 rng(99);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t n = 37, max_m = 63;
-  for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast})
+  for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Auto})
   for (DType dtype : kTypes)
     for (int64_t k : {int64_t(300), int64_t(1031)}) {
       SCOPED_TRACE(gemm_path_name(path));
@@ -192,17 +211,8 @@ TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
         return y;
       };
       // Regimes of m whose results must agree bit for bit, row by row.
-      const bool half = dtype != DType::F32;
-      const bool portable = gemm_isa() == GemmIsa::Portable;
-      std::vector<std::vector<int64_t>> regimes;
-      if (path == GemmPath::Broadcast && !portable) {
-        regimes.push_back({1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 63});
-      } else if (portable || k <= 512) {
-        regimes.push_back({half && !portable ? 2 : 1, 3, 4, 5, 7, 16, 17, 31, 63});
-      } else {
-        regimes.push_back({half ? 2 : 1, 2, 3});
-        regimes.push_back({4, 5, 7, 16, 17, 31, 63});
-      }
+      const std::vector<std::vector<int64_t>> regimes = exact_regimes(path, dtype, k);
+      if (path != GemmPath::Auto) EXPECT_FALSE(regimes.empty());
       for (const auto& regime : regimes) {
         const std::vector<float> ref = run(x, regime.back());
         for (int64_t m : regime) {

@@ -1,4 +1,5 @@
-// gemm_nt: path choice (row-blocked vs panel sgemm), the thread split over n, the ISA dispatch.
+// gemm_nt: path choice (row-blocked, broadcast or panel sgemm), the thread split over n, the ISA
+// dispatch.
 // The kernels themselves are in gemm_avx2.cpp and gemm_portable.cpp.
 #include "backend/cpu/gemm.h"
 
@@ -84,12 +85,22 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// Rows of x from which the panel path beats the row-blocked kernel (AVX2), measured with
-// tpbatch_gemm_bench's crossover table on Zen 3, 1 and 2 threads, the 125M model's shapes:
-//   fp32, k = 768: equal at m ~ 48-96; k = 2048: panel wins from m = 32 (the row-blocked kernel
-//   re-reads the rows of x from L2 for every block of weight rows, which costs more as k grows);
-//   16-bit: the panel path also widens each weight once per call, so it wins later: m ~ 96 at
-//   k = 768, m ~ 64-96 at k = 2048.
+// Where Auto switches paths (AVX2). Measured with tpbatch_gemm_bench --threads 1 --clock cpu
+// --path row-blocked|broadcast|panel-sgemm on Zen 3 (streamed weights, min of 3 interleaved runs,
+// load average 2-5 from other jobs; us per call; up = 2048 x 768, down = 768 x 2048, lm_head =
+// 32000 x 768):
+//   fp32      m:     4         6        16        64       128       256
+//   up     rb/bc   666/588   719/625  1251/822  2992/2959 6961/5781  14963/11360  panel 11758 @256
+//   down   rb/bc   595/643   687/633  1314/913  4313/2940 8364/5958  panel 3337 @64, 5346 @128
+//   lm_head rb/bc 11626/8350 11531/7960 20565/13125 53537/45859  panel 110833 vs bc 88508 @128
+// so fp32 takes the broadcast kernel from m = 4 at k = 768 (6 at k = 2048, where the row-blocked
+// kernel still wins at m = 4 by ~8%) up to the panel path, now from m = 128 at k = 2048 (panel
+// 10-20% faster there) and 256 at k = 768 (up equal at 256, lm_head 15% slower; 512 is the
+// sgemm's). 16-bit weights stay row-blocked: the broadcast kernel, on rows widened into an L1
+// slice, measured 3-17% faster at m = 16 only, slower at m = 12 and 20 (bf16, min of 3-5:
+// up 704 vs 892 at m = 12, 1215 vs 1682 at m = 20), and fp16 slower at 8-32.
+// Panel vs row-blocked for 16-bit (earlier measurement, 1 and 2 threads): the panel path also
+// widens each weight once per call, so it wins late: m ~ 96 at k = 768, ~64-96 at k = 2048.
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
   const bool deep = k > 1024;
@@ -97,8 +108,8 @@ int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   return deep ? 64 : 96;
 }
 
-// Rows of x from which the broadcast kernel beats the row-blocked one (AVX2; below
-// panel_min_rows). MEASURED: see the table above panel_min_rows.
+// Rows of x from which the broadcast kernel replaces the row-blocked one (below
+// panel_min_rows; see the table above).
 int64_t broadcast_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   constexpr int64_t kNever = INT64_MAX;
   if (isa == GemmIsa::Portable) return kNever;  // no portable broadcast kernel

@@ -3,11 +3,14 @@
 // Hugging Face [out, in] layout and in their storage type (F32, BF16 or F16), activations and
 // accumulation in fp32.
 //
-// Two paths, chosen by the number of rows m (the crossover was measured with
+// Three paths, chosen by the number of rows m (the crossovers were measured with
 // benchmarks/gemm_bench.cpp, see gemm.cpp):
 //  - row-blocked (decode, small m): each block of weight rows is read from memory once and used
 //    for every row of x while it sits in L1, so the cost is the weight stream until m makes it
 //    compute-bound. 16-bit weights are widened in registers (bf16: a 16-bit shift; fp16: F16C).
+//  - broadcast (decode batches, fp32 weights, m ~ 4..128-256; AVX2): y^T = W · x^T, x^T packed
+//    16 rows wide once per call, each weight broadcast against 16 rows of x with no horizontal
+//    sums; still one read of the weights per call, at a higher arithmetic rate.
 //  - panel (prefill, large m): a panel of weight rows, widened to fp32 in a thread-local scratch
 //    when 16-bit, goes through single-threaded OpenBLAS sgemm.
 //

@@ -223,7 +223,9 @@ inline void row_block(const GemmArgs& a, const unsigned char* w, int64_t ldwb, i
 // the 4 x 3 kernel runs at ~0.6 of the OpenBLAS sgemm peak, and at m = 16 the streamed time is
 // only ~1.2x that. At the peak itself an fp32 m = 16 step is >= 1.76x a bandwidth-bound m = 1
 // step on this machine (32 flops / 84 GFLOP/s vs 4 bytes / 18.5 GB/s per weight), a bf16 one
-// >= 3.5x (same flops, half the bytes; no AVX512_BF16 here).
+// >= 3.5x (same flops, half the bytes; no AVX512_BF16 here). That arithmetic rate is what the
+// broadcast kernel below raises (no horizontal sums, 2 FMAs per broadcast weight); it replaces
+// this kernel for fp32 weights from m = 4-6 (gemm.cpp).
 constexpr int64_t kKc = 512;
 
 template <DType WT>
@@ -366,6 +368,21 @@ void pack_xt(const GemmArgs& a, int64_t i0, int rows, int width, float* xt) {
 
 // k slice: the R weight rows' slice (6 x 256 x 4 B = 6 KiB) stays in L1 for every block of 16
 // rows of x; 16-bit rows are widened into an L1 buffer of that size first.
+//
+// Tried for this kernel (tpbatch_gemm_bench --threads 1 --clock cpu, streamed weights, min of 3
+// interleaved runs, load 1-5): the step loop not unrolled (GCC then keeps one pointer per
+// weight row and bumps each every step, some spilled: 0.52 of the sgemm peak with L2-resident
+// weights at m = 16, 0.69 unrolled by 8); prefetch of the same rows 64, 128 or 256 floats ahead,
+// or none, instead of the next block's rows (lm_head m = 16: 13.0-19.8 ms vs 10.8 ms); a 12 x 8
+// tile for m <= 8 (12 accumulators, 1 x vector; 12 weight streams: down m = 8 1653 us vs 637 us
+// for the 6 x 8 tile); k slices of 256 or 1024 also for one block of x, so its x^T slice stays
+// in L1 (down m = 16: 949-988 us vs 922 us unsliced, up 783-850 vs 701). 16-bit weights: the widened slice (kc 256 or 512, with and without
+// prefetch of the next block's slice), and for bf16 a pair broadcast straight from the rows (a
+// dword broadcast holds w[k] and w[k+1]: shift left 16 and mask the low half give both as fp32;
+// 1 shift + 1 and per 4 FMAs). The pair was the faster at one block of x (m <= 16), the widened
+// slice from 2 blocks (it is widened once for all of them); neither beat the row-blocked kernel
+// except at m = 16 (3-17%), slower at m = 12 and 20, so 16-bit stays row-blocked in Auto and the
+// pair is not kept; the widened slice serves GemmPath::Broadcast forced on 16-bit weights.
 constexpr int64_t kBcastKc = 256;
 
 template <DType WT>
