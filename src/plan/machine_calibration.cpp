@@ -35,14 +35,23 @@ double now_s() {
 // median, not the best: a run lasts minutes and meets the machine's usual state (other work on a
 // shared machine included), not its quietest moment.
 template <typename Fn>
-double best_seconds(int reps, Fn&& fn) {
+double pass_seconds(int reps, Fn&& fn) {
   fn();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     line_up();
-    const double t0 = now_s();
+    double start = now_s();
     fn();
-    t.push_back(now_s() - t0);
+    double end = now_s();
+    // The node's pass runs from its first rank's start to its last rank's end (steady_clock is the
+    // node's one monotonic clock): with more ranks than cores they take turns, and a rank that
+    // leaves the barrier late or runs its pass whole while the others wait would, timed alone,
+    // be credited with a core of its own.
+    if (g_node != MPI_COMM_NULL) {
+      MPI_Allreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MIN, g_node);
+      MPI_Allreduce(MPI_IN_PLACE, &end, 1, MPI_DOUBLE, MPI_MAX, g_node);
+    }
+    t.push_back(end - start);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -75,9 +84,12 @@ StepOverhead measure_step_overhead(const ModelConfig& c, int64_t m) {
   std::iota(logit_rows.begin(), logit_rows.end(), 0);
   be->begin_step(StepBatch{tokens, positions, {}, logit_rows, targets});
   const float eps = 1e-5f;
-  const int layers = 4;  // enough to time; the cost is per layer
+  // Passes of many layers and several logits rounds: long against the scheduler's time slice, so
+  // ranks taking turns on the cores do not add a slice's wait to a pass of a few hundred us.
+  const int layers = static_cast<int>(std::max<int64_t>(24, 2 * c.num_layers));
+  const int logit_rounds = 8;
   StepOverhead o;
-  o.layer_us = best_seconds(5, [&] {
+  o.layer_us = pass_seconds(5, [&] {
     for (int l = 0; l < layers; ++l) {
       be->rmsnorm(x.view(), w.view(), h.view(), m, H, eps);
       be->rope(qkv.view(), nqkv, c.num_heads, hd, inv_freq.view());
@@ -87,10 +99,12 @@ StepOverhead measure_step_overhead(const ModelConfig& c, int64_t m) {
       be->add(x.view(), proj.view(), static_cast<size_t>(m * H));
     }
   }) / layers / static_cast<double>(m) * 1e6;
-  o.logits_us = best_seconds(5, [&] {
-    be->rmsnorm(x.view(), w.view(), h.view(), m, H, eps);
-    be->logit_stats(logits.view(), m, V, 0, 0, stats.view());
-  }) / static_cast<double>(m) * 1e6;
+  o.logits_us = pass_seconds(5, [&] {
+    for (int r = 0; r < logit_rounds; ++r) {
+      be->rmsnorm(x.view(), w.view(), h.view(), m, H, eps);
+      be->logit_stats(logits.view(), m, V, 0, 0, stats.view());
+    }
+  }) / logit_rounds / static_cast<double>(m) * 1e6;
   return o;
 }
 
@@ -102,7 +116,7 @@ double measure_memory_gbs() {
   // Sixteen independent sums per thread (vectorised): one running float sum is a chain of dependent
   // adds, bound by the add's latency at ~3 GB/s a core, far below the memory.
   volatile float sink = 0.0f;
-  const double t = best_seconds(5, [&] {
+  const double t = pass_seconds(5, [&] {
     float sum = 0.0f;
 #pragma omp parallel reduction(+ : sum)
     {
@@ -122,7 +136,7 @@ double measure_memory_gbs() {
 double measure_gemm_flops(int64_t m, int64_t n, int64_t k, int reps) {
   std::vector<float> x(static_cast<size_t>(m * k), 0.5f), w(static_cast<size_t>(n * k), 0.25f),
       y(static_cast<size_t>(m * n));
-  const double t = best_seconds(reps, [&] { cpu::gemm_nt(x.data(), w.data(), DType::F32, y.data(), m, n, k); });
+  const double t = pass_seconds(reps, [&] { cpu::gemm_nt(x.data(), w.data(), DType::F32, y.data(), m, n, k); });
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t;
 }
 
@@ -163,7 +177,7 @@ struct LayerWeights {
   // Best FLOP/s of one pass over every copy at m rows.
   double flops_at(int64_t m, int reps) const {
     std::vector<float> x(static_cast<size_t>(m * max_k), 0.5f), y(static_cast<size_t>(m * max_n));
-    const double t = best_seconds(reps, [&] {
+    const double t = pass_seconds(reps, [&] {
       for (const auto& copy : copies) {
         size_t offset = 0;
         for (const auto& s : shapes) {
@@ -197,7 +211,7 @@ double attention_flops(const ModelConfig& c, DType kv_dtype, int64_t seqs, int64
   }
   const int64_t stride = (qh + 2 * kvh) * hd;
   std::vector<float> qkv(static_cast<size_t>(seqs * rows * stride), 0.01f), out(static_cast<size_t>(seqs * rows * qh * hd));
-  const double t = best_seconds(reps, [&] {
+  const double t = pass_seconds(reps, [&] {
     for (int64_t l = 0; l < layers; ++l)
       cpu::paged_attention(qkv.data(), stride, qkv.data() + qh * hd, qkv.data() + (qh + kvh) * hd, stride,
                            kc[static_cast<size_t>(l)].data(), vc[static_cast<size_t>(l)].data(), kv, qh, spans.data(),
@@ -242,7 +256,7 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
     const LayerWeights layer(config, r.weight);
     for (int64_t m : {1, 4, 8, 16, 32, 64, 128}) {
       if (m > 16 && m / 2 >= r.rows) break;  // the point before covered the row shape's rows
-      c.gemm_rates.push_back(GemmRate{static_cast<double>(m), node_total(layer.flops_at(m, m >= 32 ? 2 : 3)) / 1e12});
+      c.gemm_rates.push_back(GemmRate{static_cast<double>(m), node_total(layer.flops_at(m, 5)) / 1e12});
     }
   }
   const int64_t rows = std::max<int64_t>(1, r.rows);

@@ -3,7 +3,8 @@
 // Every rank mpirun launched measures at once, each with the OpenMP threads a run's rank gets
 // (engine.threads, else cores / ranks on the node, as run_job's blas_threads), so the rates are
 // those of the run's layout: ranks sharing cores and memory bandwidth slow each other here as they
-// do in the run. Node totals = the sum over the node's ranks (rank 0 reports them).
+// do in the run. A pass lasts from the node's first rank's start to its last rank's end (ranks
+// beyond the cores take turns); node totals = the node's ranks' work / that time (rank 0 reports them).
 //   read bandwidth   an OpenMP sum (16 independent sums a thread) over a 256 MiB float buffer per
 //                    rank, best of 5
 //   GEMM peak        cpu::gemm_nt fp32 at 512 x 2048 x 2048
