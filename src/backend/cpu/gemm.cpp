@@ -93,12 +93,16 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 //   up     rb/bc   666/588   719/625  1251/822  2992/2959 6961/5781  14963/11360  panel 11758 @256
 //   down   rb/bc   595/643   687/633  1314/913  4313/2940 8364/5958  panel 3337 @64, 5346 @128
 //   lm_head rb/bc 11626/8350 11531/7960 20565/13125 53537/45859  panel 110833 vs bc 88508 @128
-// so fp32 takes the broadcast kernel from m = 4 at k = 768 (6 at k = 2048, where the row-blocked
-// kernel still wins at m = 4 by ~8%) up to the panel path, now from m = 128 at k = 2048 (panel
-// 10-20% faster there) and 256 at k = 768 (up equal at 256, lm_head 15% slower; 512 is the
-// sgemm's). 16-bit weights stay row-blocked: the broadcast kernel, on rows widened into an L1
-// slice, measured 3-17% faster at m = 16 only, slower at m = 12 and 20 (bf16, min of 3-5:
-// up 704 vs 892 at m = 12, 1215 vs 1682 at m = 20), and fp16 slower at 8-32.
+// and at --threads 2 (load 4-6): m = 4 up 321/387, down 331/392, lm_head 5207/4924; m = 8 up
+// 405/385, down 485/418, lm_head 6644/5961; m = 16 up 657/434, down 683/563; down m = 64 panel
+// 1928 vs bc 1959, m = 128 panel 3159 vs bc 3602. So fp32 takes the broadcast kernel from m = 6
+// (m = 4 is mixed: bc 12-28% faster at 1 thread, row-blocked 17-19% faster on up/down at 2;
+// below 8 rows the kernel's vectors are half padding) up to the panel path, now from m = 128 at
+// k = 2048 (panel 10-20% faster there) and 256 at k = 768 (up equal at 256, lm_head 15% slower;
+// 512 is the sgemm's); at both sizes of k alike.
+// 16-bit weights stay row-blocked: the broadcast kernel, on rows widened into an L1 slice,
+// measured 3-17% faster at m = 16 only, slower at m = 12 and 20 (bf16, min of 3-5: up rb/bc
+// 704/892 at m = 12, 1215/1682 at m = 20), and fp16 slower at 8-32.
 // Panel vs row-blocked for 16-bit (earlier measurement, 1 and 2 threads): the panel path also
 // widens each weight once per call, so it wins late: m ~ 96 at k = 768, ~64-96 at k = 2048.
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
@@ -110,10 +114,10 @@ int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
 
 // Rows of x from which the broadcast kernel replaces the row-blocked one (below
 // panel_min_rows; see the table above).
-int64_t broadcast_min_rows(GemmIsa isa, DType wtype, int64_t k) {
+int64_t broadcast_min_rows(GemmIsa isa, DType wtype) {
   constexpr int64_t kNever = INT64_MAX;
   if (isa == GemmIsa::Portable) return kNever;  // no portable broadcast kernel
-  if (wtype == DType::F32) return k > 1024 ? 6 : 4;
+  if (wtype == DType::F32) return 6;
   return kNever;
 }
 
@@ -161,7 +165,7 @@ GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k) {
   (void)n;
   const GemmIsa isa = current_isa();
   if (m >= panel_min_rows(isa, wtype, k)) return GemmPath::Panel;
-  if (m >= broadcast_min_rows(isa, wtype, k)) return GemmPath::Broadcast;
+  if (m >= broadcast_min_rows(isa, wtype)) return GemmPath::Broadcast;
   return GemmPath::RowBlocked;
 }
 

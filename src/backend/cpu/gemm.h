@@ -8,7 +8,7 @@
 //  - row-blocked (decode, small m): each block of weight rows is read from memory once and used
 //    for every row of x while it sits in L1, so the cost is the weight stream until m makes it
 //    compute-bound. 16-bit weights are widened in registers (bf16: a 16-bit shift; fp16: F16C).
-//  - broadcast (decode batches, fp32 weights, m ~ 4..128-256; AVX2): y^T = W · x^T, x^T packed
+//  - broadcast (decode batches, fp32 weights, m = 6..127-255; AVX2): y^T = W · x^T, x^T packed
 //    16 rows wide once per call, each weight broadcast against 16 rows of x with no horizontal
 //    sums; still one read of the weights per call, at a higher arithmetic rate.
 //  - panel (prefill, large m): a panel of weight rows, widened to fp32 in a thread-local scratch

@@ -225,7 +225,7 @@ inline void row_block(const GemmArgs& a, const unsigned char* w, int64_t ldwb, i
 // step on this machine (32 flops / 84 GFLOP/s vs 4 bytes / 18.5 GB/s per weight), a bf16 one
 // >= 3.5x (same flops, half the bytes; no AVX512_BF16 here). That arithmetic rate is what the
 // broadcast kernel below raises (no horizontal sums, 2 FMAs per broadcast weight); it replaces
-// this kernel for fp32 weights from m = 4-6 (gemm.cpp).
+// this kernel for fp32 weights from m = 6 (gemm.cpp).
 constexpr int64_t kKc = 512;
 
 template <DType WT>
