@@ -174,19 +174,29 @@ struct LayerWeights {
     copies.assign(n_copies, std::vector<uint8_t>(layer_bytes, 0x3C));
   }
 
-  // Best FLOP/s of one pass over every copy at m rows.
-  double flops_at(int64_t m, int reps) const {
+  // Median seconds of one pass over every copy at m rows; allreduce_floats > 0: after the o and the
+  // down projection of each copy an MPI_Allreduce of that many floats over the world, as a
+  // tensor-parallel layer synchronises its ranks twice.
+  double seconds_at(int64_t m, int reps, int allreduce_floats = 0) const {
     std::vector<float> x(static_cast<size_t>(m * max_k), 0.5f), y(static_cast<size_t>(m * max_n));
-    const double t = pass_seconds(reps, [&] {
+    std::vector<float> sum(static_cast<size_t>(std::max(1, allreduce_floats)), 1.0f),
+        out(static_cast<size_t>(std::max(1, allreduce_floats)));
+    return pass_seconds(reps, [&] {
       for (const auto& copy : copies) {
         size_t offset = 0;
-        for (const auto& s : shapes) {
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          const Matrix& s = shapes[i];
           cpu::gemm_nt(x.data(), copy.data() + offset, dtype, y.data(), m, s.n, s.k);
           offset += static_cast<size_t>(s.n * s.k) * dtype_size(dtype);
+          if (allreduce_floats > 0 && (i == 1 || i == 3))
+            MPI_Allreduce(sum.data(), out.data(), allreduce_floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         }
       }
     });
-    return 2.0 * static_cast<double>(m) * elements * static_cast<double>(copies.size()) / t;
+  }
+  // Median FLOP/s of one pass over every copy at m rows.
+  double flops_at(int64_t m, int reps) const {
+    return 2.0 * static_cast<double>(m) * elements * static_cast<double>(copies.size()) / seconds_at(m, reps);
   }
 };
 
@@ -220,20 +230,23 @@ double attention_flops(const ModelConfig& c, DType kv_dtype, int64_t seqs, int64
   return flops * static_cast<double>(layers) / t;
 }
 
-// Best seconds of one MPI_Allreduce of `floats` floats, over `reps` after a warm-up.
+// Median seconds of one MPI_Allreduce of `floats` floats, over `reps` after a warm-up (the median
+// as for the other figures: with more ranks than cores a rank often waits for a peer's turn on a
+// core, and a run's allreduces meet that wait as often as the calibration's do).
 double allreduce_seconds(int floats, int reps) {
   std::vector<float> in(static_cast<size_t>(floats), 1.0f), out(static_cast<size_t>(floats));
   MPI_Allreduce(in.data(), out.data(), floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  double best = 1e30;
+  std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     MPI_Allreduce(in.data(), out.data(), floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double t = MPI_Wtime() - t0, slowest = 0.0;
     MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // the step waits for the last rank
-    best = std::min(best, slowest);
+    times.push_back(slowest);
   }
-  return best;
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 // The node's total of a per-rank rate (this rank's own outside MPI).
@@ -257,6 +270,18 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
     for (int64_t m : {1, 4, 8, 16, 32, 64, 128}) {
       if (m > 16 && m / 2 >= r.rows) break;  // the point before covered the row shape's rows
       c.gemm_rates.push_back(GemmRate{static_cast<double>(m), node_total(layer.flops_at(m, 5)) / 1e12});
+    }
+    // The allreduce as a tensor-parallel step meets it: between layers' GEMMs, the ranks arriving
+    // apart (with more ranks than cores a peer may be waiting for its turn on a core, a scheduler
+    // time slice, while the caller spins). alpha = the time the synchronised pass takes beyond the
+    // same pass without allreduces, per allreduce, less the bytes' share at the isolated B.
+    if (c.allreduce_measured && g_node != MPI_COMM_NULL) {
+      const int64_t m = std::clamp<int64_t>(r.rows, 1, 128);
+      const int floats = static_cast<int>(m * config.hidden_size);
+      const double plain = layer.seconds_at(m, 5), synced = layer.seconds_at(m, 5, floats);
+      const double n = 2.0 * static_cast<double>(layer.copies.size()), size = c.allreduce_ranks;
+      const double bytes_us = 2.0 * (size - 1) / size * 4.0 * floats / (c.allreduce_gbs * 1e3);
+      c.synced_alpha_us = std::max(c.alpha_us, (synced - plain) / n * 1e6 - bytes_us);
     }
   }
   const int64_t rows = std::max<int64_t>(1, r.rows);

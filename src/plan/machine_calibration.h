@@ -24,7 +24,13 @@
 //                    final norm and logit_stats over the vocabulary), microseconds per row
 //   (each figure is the median of its passes: a run meets the machine's usual state, not its best)
 //   allreduce        MPI_Allreduce of float sums, 8 B and 4 MiB, when launched by mpirun with >= 2
-//                    ranks: alpha = the 8 B time, B = 2(t-1)/t x S / (t(S) - alpha)
+//                    ranks: alpha = the 8 B time, B = 2(t-1)/t x S / (t(S) - alpha); then the
+//                    alpha a tensor-parallel step meets: the decode GEMM pass at the row shape's
+//                    rows with an allreduce of rows x hidden floats after each o and down
+//                    projection, its extra time over the plain pass per allreduce less the bytes
+//                    at B (on 4 ranks on 2 cores ~ a scheduler time slice: a peer waiting for a
+//                    core while the caller spins; measured 80 ms of a 108 ms TP=2 x PP=2 step in
+//                    the run's own allreduce statistics). The plan uses this alpha.
 #include <cstdint>
 #include <vector>
 
@@ -59,8 +65,9 @@ struct Calibration {
   int ranks_measuring = 1;         // ranks of this node that measured at once
   bool allreduce_measured = false;
   int allreduce_ranks = 0;
-  double alpha_us = 0.0;
+  double alpha_us = 0.0;           // isolated allreduces, back to back
   double allreduce_gbs = 0.0;
+  double synced_alpha_us = 0.0;    // between GEMMs, as a TP layer meets it (the plan's alpha)
   int mpi_rank = 0;                // the caller prints only on rank 0
 };
 

@@ -296,7 +296,8 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : in.accelerator ? kNvlinkAlphaUs : kCpuAlphaUs;
   in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : in.accelerator ? kNvlinkBusBandwidthGBs
                                                                               : kCpuBusBandwidthGBs;
-  if (alpha_measured) in.alpha_us = calibration->alpha_us;
+  if (alpha_measured)
+    in.alpha_us = calibration->synced_alpha_us > 0 ? calibration->synced_alpha_us : calibration->alpha_us;
   if (beta_measured) in.bandwidth_gbs = calibration->allreduce_gbs;
 
   const Plan plan = make_plan(cfg, in);

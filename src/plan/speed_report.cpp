@@ -172,7 +172,8 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
                         {"gemm_decode_tflops", c.gemm_decode_tflops}, {"gemm_half_rows", c.gemm_half_rows},
                         {"gemm_threads", c.gemm_threads},       {"allreduce_measured", c.allreduce_measured},
                         {"allreduce_ranks", c.allreduce_ranks}, {"alpha_us", c.alpha_us},
-                        {"allreduce_gbs", c.allreduce_gbs},     {"gemm_rates", rates_json(c.gemm_rates)},
+                        {"allreduce_gbs", c.allreduce_gbs},     {"synced_alpha_us", c.synced_alpha_us},
+                        {"gemm_rates", rates_json(c.gemm_rates)},
                         {"gemm_rates_flag", rates_flag(c.gemm_rates)},
                         {"attention_tflops", c.attention_tflops},
                         {"prefill_attention_tflops", c.prefill_attention_tflops},
@@ -241,8 +242,10 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
       out << line;
     }
     if (c.allreduce_measured)
-      std::snprintf(line, sizeof line, "; MPI allreduce over %d ranks: alpha %.2f us, B %.2f GB/s\n", c.allreduce_ranks,
-                    c.alpha_us, c.allreduce_gbs);
+      std::snprintf(line, sizeof line,
+                    "; MPI allreduce over %d ranks: alpha %.2f us back to back, %.2f us between GEMMs (used), B %.2f "
+                    "GB/s\n",
+                    c.allreduce_ranks, c.alpha_us, c.synced_alpha_us, c.allreduce_gbs);
     else
       std::snprintf(line, sizeof line, "; allreduce not measured (run under mpirun with >= 2 ranks), model kept\n");
     out << line;
