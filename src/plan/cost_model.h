@@ -1,7 +1,8 @@
 #pragma once
 // `tpbatch plan`'s speed prediction: a roofline-style cost model of one layout's decode step and
 // prefill, from the model's shapes and a machine's measured (or given) rates. Pure arithmetic,
-// unit-tested with hand-computed cases (tests/unit/test_cost_model.cpp).
+// unit-tested with hand-computed cases (tests/unit/test_cost_model.cpp: an H200 node;
+// tests/unit/test_plan_speed.cpp: a CPU node's measured terms on the 125M model's shapes).
 //
 // Per pipeline stage s (its tensor-parallel rank 0; the ranks of a stage are alike up to rounding):
 //   streamed bytes   W_s = shard_weight_bytes of the stage without the embedding table (a decode step
@@ -27,8 +28,8 @@
 //                    every prompt token
 //   allreduces       2 per layer (+1 on the last stage: the vocab-parallel logits), each of
 //                    S = tokens x hidden x activation bytes, ring cost alpha + 2(t-1)/t x S / B
-//   stage time       max(W_s / BW, FLOPs / R(m)) + attention + overhead + allreduces, at m = the rows of one
-//                    micro-batch: the scheduler splits a replica's rows into PP micro-batches of
+//   stage time       max(W_s / BW, FLOPs / R(m)) + attention + overhead + allreduces, at m = the
+//                    rows of one micro-batch: the scheduler splits a replica's rows into PP micro-batches of
 //                    ceil(rows / PP) (engine/scheduler.cpp), one per stage in flight
 // Decode step (a row's time per output token) = max(PP x the slowest stage, the sum of the stages +
 // (PP-1) hand-offs of rows x hidden x activation bytes (alpha + S / B)): each stage serves every
@@ -40,8 +41,10 @@
 // slowest (+ hand-offs); TTFT is the median row's (the engine's p50): piece floor(G/2); the whole
 // prefill ends with piece G-1.
 // Tokens/s per replica = rows / decode step; in total x data-parallel replicas.
-// Not counted (measured small here): sampling and the host's per-step work (greedy argmax over the
-// vocabulary, the scheduler), norms, RoPE and the activations' element-wise passes.
+// The allreduce alpha on the CPU is the one `plan --calibrate` measures between GEMMs (a peer's
+// late arrival included: on more ranks than cores it is a scheduler time slice, not microseconds).
+// Not counted: the scheduler's and sampler's host work per step (a perf of a 32-row decode puts it
+// well under 1%), and any overlap of a stage's GEMMs with its allreduces (none in this engine).
 #include <cstdint>
 #include <vector>
 
