@@ -70,28 +70,28 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   } else {
     rep.gemm_rates_source = "none";
   }
-  if (r.attention_tflops >= 0 || r.prefill_attention_tflops >= 0) {
-    rep.node.attention_tflops = std::max(0.0, r.attention_tflops);
-    rep.node.prefill_attention_tflops = std::max(0.0, r.prefill_attention_tflops);
-    rep.attention_source = "given";
-  } else if (own_rates && r.memory_gbs <= 0 && cal->attention_tflops > 0) {
-    rep.node.attention_tflops = cal->attention_tflops;
-    rep.node.prefill_attention_tflops = cal->prefill_attention_tflops;
-    rep.attention_source = "measured";
-  } else {
-    rep.attention_source = "none";
-  }
-  if (r.layer_overhead_us >= 0 || r.logits_overhead_us >= 0) {
-    rep.node.layer_overhead_us = std::max(0.0, r.layer_overhead_us);
-    rep.node.logits_overhead_us = std::max(0.0, r.logits_overhead_us);
-    rep.overhead_source = "given";
-  } else if (own_rates && r.memory_gbs <= 0 && cal->layer_overhead_us > 0) {
-    rep.node.layer_overhead_us = cal->layer_overhead_us;
-    rep.node.logits_overhead_us = cal->logits_overhead_us;
-    rep.overhead_source = "measured";
-  } else {
-    rep.overhead_source = "none";
-  }
+  // A pair of figures: given by flags (a negative flag is "not given"), else measured when the
+  // calibration's own rates are in use, else none (0).
+  auto pick_pair = [](double given_a, double given_b, bool measured, double cal_a, double cal_b, double& a, double& b) {
+    if (given_a >= 0 || given_b >= 0) {
+      a = std::max(0.0, given_a), b = std::max(0.0, given_b);
+      return "given";
+    }
+    if (measured) {
+      a = cal_a, b = cal_b;
+      return "measured";
+    }
+    return "none";
+  };
+  const bool own_measured = own_rates && r.memory_gbs <= 0;
+  rep.attention_source =
+      pick_pair(r.attention_tflops, r.prefill_attention_tflops, own_measured && cal->attention_tflops > 0,
+           own_measured ? cal->attention_tflops : 0.0, own_measured ? cal->prefill_attention_tflops : 0.0,
+           rep.node.attention_tflops, rep.node.prefill_attention_tflops);
+  rep.overhead_source =
+      pick_pair(r.layer_overhead_us, r.logits_overhead_us, own_measured && cal->layer_overhead_us > 0,
+           own_measured ? cal->layer_overhead_us : 0.0, own_measured ? cal->logits_overhead_us : 0.0,
+           rep.node.layer_overhead_us, rep.node.logits_overhead_us);
   rep.node.alpha_us = in.alpha_us;
   rep.node.allreduce_gbs = in.bandwidth_gbs;
   rep.allreduce_source = allreduce_source;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/cpu_has_avx2_fma.h"
 #include "common/error.h"
 
 #if defined(__x86_64__)
@@ -31,15 +32,6 @@ namespace {
 
 std::atomic<bool> g_decode_kernel_on{true};
 
-#if defined(__x86_64__)
-bool cpu_has_avx2_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#else
-bool cpu_has_avx2_fma() { return false; }
-#endif
-
 // Per-thread scratch of one tile; grows, never shrinks.
 float* tile_scratch(size_t floats) {
   thread_local std::vector<float> buf;
@@ -50,8 +42,7 @@ float* tile_scratch(size_t floats) {
 }  // namespace
 
 bool decode_kernel_enabled() {
-  static const bool has = cpu_has_avx2_fma();
-  return has && g_decode_kernel_on.load(std::memory_order_relaxed);
+  return cpu_has_avx2_fma() && g_decode_kernel_on.load(std::memory_order_relaxed);
 }
 
 void set_decode_kernel_enabled(bool on) { g_decode_kernel_on.store(on, std::memory_order_relaxed); }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/cpu/cpu_has_avx2_fma.h"
 #include "backend/cpu/vector_exp.h"
 
 namespace tpbatch::cpu {
@@ -53,8 +54,7 @@ namespace {
 
 bool cpu_has_avx2() {
 #if defined(TPBATCH_EXP_OPS_HAVE_AVX2)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return cpu_has_avx2_fma();
 #else
   return false;
 #endif
