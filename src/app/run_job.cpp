@@ -242,9 +242,13 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   RowDispatcher dispatcher(job.input.path, job, r.num_lines, done, writer, progress, control,
                            r.topo.layout.data() - 1);
   auto source = make_local_work_source(dispatcher);
+  dispatcher.serve_first_requests();
   stats = run_replica_leader(job, *r.tokenizer, *r.runner, r.topo, *r.plane.pp, *source);
   report_replica_zero(r, stats);
   while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
+  if (r.topo.layout.data() > 1)
+    std::fprintf(stderr, "[tpbatch] input lines handed to each replica, by its leader's rank: %s\n",
+                 dispatcher.lines_per_replica().c_str());
   progress.print_final();
   writer.finish(progress.metrics());
   int exit_code = kExitOk;

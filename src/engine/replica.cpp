@@ -175,6 +175,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   };
 
   for (;;) {
+    emit_finished();  // before asking for more: rows still held count against this replica's share
     if (more_input && scheduler.num_waiting() < lookahead) {
       items.clear();
       const bool wait = scheduler.idle() && scheduler.steps_in_flight() == 0;

@@ -211,9 +211,28 @@ Error RowDispatcher::changed_input() const {
                "resume)");
 }
 
+// A replica takes at most its fair share of the lines not yet finished (unread, to hand out again, or
+// held by anyone), less what it holds: otherwise rank 0's replica, whose requests are served first and
+// which keeps max_seqs + lookahead lines, took every line of a small job (or of any job's tail) before
+// another replica's first request was served, and the replicas ran one after the other (a 32-row DP=2
+// job: replica 0 ran 128 steps, replica 1 none).
+size_t RowDispatcher::fair_share(int holder) const {
+  size_t in_flight = 0;
+  for (const auto& [rank, rows] : held_) in_flight += rows.size();
+  const size_t unread = static_cast<size_t>(std::max<int64_t>(0, lines_ - next_index_));
+  const size_t open = unread + again_.size() + in_flight;
+  const size_t replicas = static_cast<size_t>(std::max(1, remote_replicas_ - remote_done_ + 1));
+  if (replicas == 1) return SIZE_MAX;  // nobody to share with
+  const size_t share = (open + replicas - 1) / replicas;
+  const auto it = held_.find(holder);
+  const size_t holds = it == held_.end() ? 0 : it->second.size();
+  return share > holds ? share - holds : 0;
+}
+
 bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int holder) {
   size_t taken = 0;
   if (stop_requested()) exhausted_ = true;  // graceful stop: hand out no more rows
+  max_items = std::min(max_items, fair_share(holder));
   while (!exhausted_ && taken < max_items) {
     WorkItem item;
     if (!again_.empty()) {
@@ -224,6 +243,7 @@ bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int 
       break;
     }
     held_[holder][item.index] = item;
+    ++handed_[holder];
     out.push_back(std::move(item));
     ++taken;
   }
@@ -277,6 +297,7 @@ void RowDispatcher::handle(const MPI_Status& st) {
   MPI_Get_count(&st, MPI_BYTE, &count);
   std::string buf(static_cast<size_t>(count), '\0');
   MPI_Recv(buf.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, control_, MPI_STATUS_IGNORE);
+  if (st.MPI_TAG == kTagRequest || st.MPI_TAG == kTagDone) heard_.insert(st.MPI_SOURCE);
   if (st.MPI_TAG == kTagRequest) {
     int32_t want = 0;
     std::memcpy(&want, buf.data(), std::min<size_t>(4, buf.size()));
@@ -305,6 +326,19 @@ void RowDispatcher::serve(bool wait) {
     if (!ready) return;
     handle(st);
   }
+}
+
+void RowDispatcher::serve_first_requests() {
+  // Every leader asks as soon as it enters its loop (right after a collective), so this waits
+  // milliseconds; a leader that fails instead aborts the job, one stopped by a signal says it is done.
+  while (heard_.size() < static_cast<size_t>(remote_replicas_)) serve(true);
+}
+
+std::string RowDispatcher::lines_per_replica() const {
+  std::string s;
+  for (const auto& [rank, lines] : handed_)
+    s += (s.empty() ? "" : ", ") + std::string("rank ") + std::to_string(rank) + ": " + std::to_string(lines);
+  return s.empty() ? "none" : s;
 }
 
 std::unique_ptr<WorkSource> make_local_work_source(RowDispatcher& d) { return std::make_unique<LocalWorkSource>(d); }

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,19 @@ class RowDispatcher {
   void record(const RowResult& row);
   // Serves pending requests and results from other replicas; with wait, blocks for one message.
   void serve(bool wait);
+  // Before replica 0's first step: every other replica's first request (or its end) is served, so
+  // each starts with its share; served only between replica 0's steps, a replica would otherwise
+  // wait out replica 0's whole first prefill (seconds on a CPU) with nothing to do.
+  void serve_first_requests();
   bool remote_replicas_done() const { return remote_done_ == remote_replicas_; }
+  // "rank 0: 16, rank 1: 16": lines handed to each replica, by its leader's rank (again ones too).
+  std::string lines_per_replica() const;
 
  private:
   void handle(const MPI_Status& status);
   void replica_done(int rank);
   bool next_input_row(WorkItem& item);
+  size_t fair_share(int holder) const;  // how many more lines `holder` may take now
   Error changed_input() const;
   std::string input_path_;
   const JobSpec& job_;
@@ -64,6 +72,8 @@ class RowDispatcher {
   // rank -> lines handed out with their samples not yet returned
   std::map<int, std::map<int64_t, WorkItem>> held_;
   std::deque<WorkItem> again_;       // lines of replicas that ended without them: handed out first
+  std::map<int, int64_t> handed_;    // rank -> lines handed to its replica
+  std::set<int> heard_;              // remote leaders that have asked for rows or ended
   bool warned_[kNumRowWarnings] = {};
   double last_flush_ = 0;
   int64_t unflushed_ = 0;

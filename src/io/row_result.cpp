@@ -94,6 +94,8 @@ std::string serialize(const RowResult& r) {
   put<int64_t>(out, r.truncated_tokens);
   put<uint8_t>(out, r.warning_kind);
   put_array(out, r.warning.data(), r.warning.size());
+  put<double>(out, r.ttft_seconds);  // rank 0's TTFT/TPOT percentiles cover every replica's rows
+  put<double>(out, r.tpot_seconds);
   return out;
 }
 
@@ -127,6 +129,9 @@ RowResult deserialize_row_result(std::string_view bytes) {
   r.warning_kind = rd.get<uint8_t>();
   if (r.warning_kind >= kNumRowWarnings) rd.fail("unknown warning kind");
   rd.get_string(r.warning);
+  r.ttft_seconds = rd.get<double>();
+  r.tpot_seconds = rd.get<double>();
+  if (!(r.ttft_seconds >= 0) || !(r.tpot_seconds >= 0)) rd.fail("negative or NaN ttft/tpot seconds");
   if (!rd.at_end()) rd.fail("trailing bytes");
   return r;
 }

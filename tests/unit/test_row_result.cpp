@@ -25,6 +25,13 @@ RowResult sample() {
   r.is_greedy = 1;
   r.finish_reason = "length";
   r.error = "";
+  r.prompt_tokens_cached = 2;
+  r.embedding = {0.25f, -3.0f};
+  r.truncated_tokens = 9;
+  r.top_logprob_tokens = {5, 6};
+  r.top_logprobs = {-0.1f, -2.5f};
+  r.ttft_seconds = 1.5;
+  r.tpot_seconds = 0.0625;
   return r;
 }
 void expect_equal(const RowResult& a, const RowResult& b) {
@@ -42,6 +49,13 @@ void expect_equal(const RowResult& a, const RowResult& b) {
   EXPECT_EQ(a.is_greedy, b.is_greedy);
   EXPECT_EQ(a.finish_reason, b.finish_reason);
   EXPECT_EQ(a.error, b.error);
+  EXPECT_EQ(a.prompt_tokens_cached, b.prompt_tokens_cached);
+  EXPECT_EQ(a.embedding, b.embedding);
+  EXPECT_EQ(a.truncated_tokens, b.truncated_tokens);
+  EXPECT_EQ(a.top_logprob_tokens, b.top_logprob_tokens);
+  EXPECT_EQ(a.top_logprobs, b.top_logprobs);
+  EXPECT_EQ(a.ttft_seconds, b.ttft_seconds);  // rank 0's latency percentiles include remote replicas' rows
+  EXPECT_EQ(a.tpot_seconds, b.tpot_seconds);
 }
 }  // namespace
 
