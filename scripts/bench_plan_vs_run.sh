@@ -18,7 +18,8 @@ TP=$(cd "$BUILD" && pwd)/tpbatch
 [ -x "$TP" ] || { echo "no tpbatch in $BUILD" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 WORK=$(mktemp -d -t tpbatch-plan-vs-run-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+# PLAN_BENCH_KEEP=1 keeps the calibrations, plans and run logs (their folder is printed) to find a miss's cause.
+if [ -n "${PLAN_BENCH_KEEP:-}" ]; then echo "kept: $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
 ROWS=32 PROMPT=128 NEW=64
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 NICE=()

@@ -12,6 +12,8 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+constexpr double kLogitStatsBytes = 16.0;  // sizeof(LogitStats): max, argmax, sum of exp, target a row
+
 // Bytes every decode step streams on (stage, tp rank 0): its linear layers (q, k, v, o, gate, up,
 // down; KV heads replicated when TP exceeds them) and, on the last stage, the LM head shard. The
 // embedding table (one row per token), norms and RoPE tables (a few rows) are not streamed.
@@ -35,11 +37,25 @@ double streamed_bytes(const ModelConfig& config, const Layout& layout, int stage
   return static_cast<double>(elements) * static_cast<double>(dtype_size(weight_dtype));
 }
 
+// The LM head shard's bytes on the last stage (0 elsewhere): part of every decode step's stream,
+// but a prefill chunk multiplies it only by the rows whose last prompt token it holds
+// (model_runner's compute_logits runs on the step's logit rows, not on every token).
+double lm_head_bytes(const ModelConfig& config, const Layout& layout, int stage, DType weight_dtype) {
+  if (stage != layout.pipeline - 1) return 0.0;
+  return static_cast<double>(ceil_div(config.vocab_size, layout.tensor) * config.hidden_size) *
+         static_cast<double>(dtype_size(weight_dtype));
+}
+
 }  // namespace
 
 double allreduce_us(double bytes, int t, const MachineModel& m) {
   if (t <= 1) return 0.0;
   return m.alpha_us + 2.0 * (t - 1) / t * bytes / (m.allreduce_gbs * 1e3);  // GB/s = 1e3 B/us
+}
+
+double allgather_us(double bytes_per_rank, int t, const MachineModel& m) {
+  if (t <= 1) return 0.0;
+  return m.alpha_us + (t - 1.0) * bytes_per_rank / (m.allreduce_gbs * 1e3);
 }
 
 double gemm_rate_flops(const MachineModel& m, double rows) {
@@ -96,6 +112,7 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
   const double handoff_one = machine.alpha_us + rows * H * act / (machine.allreduce_gbs * 1e3);
   const double decode_rate = gemm_rate_flops(machine, rows);
   const double prefill_rate = gemm_rate_flops(machine, chunk_tokens);
+  const double head_rate = gemm_rate_flops(machine, chunk_rows);
 
   SpeedPrediction p;
   p.micro_batch_rows = mb_rows;
@@ -115,8 +132,12 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
     const double attn_flops = rows * static_cast<double>(layers) * mean_context * 4.0 * local_q_dims;
     const double attn_us =
         machine.attention_tflops > 0 ? std::max(kv_us, attn_flops / (machine.attention_tflops * 1e12) * 1e6) : kv_us;
-    const double n_allreduce = 2.0 * static_cast<double>(layers) + (last ? 1.0 : 0.0);
-    const double ar_us = t > 1 ? n_allreduce * allreduce_us(rows * H * act, t, machine) : 0.0;
+    // model_runner's collectives: two allreduces a layer, one more on the first stage (the
+    // vocab-parallel embedding), and on the last stage an allgather of each row's logit statistics.
+    const bool first = s == 0;
+    const double n_allreduce = 2.0 * static_cast<double>(layers) + (first ? 1.0 : 0.0);
+    const double ar_us = n_allreduce * allreduce_us(rows * H * act, t, machine) +
+                         (last ? allgather_us(rows * kLogitStatsBytes, t, machine) : 0.0);
     p.weight_read_us += weight_us;
     p.gemm_us += gemm_us;
     p.kv_read_us += kv_us;
@@ -136,8 +157,13 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
     const double prefill_attn_us = machine.prefill_attention_tflops > 0
                                        ? prefill_attn_flops / (machine.prefill_attention_tflops * 1e12) * 1e6
                                        : prefill_attn_flops / prefill_rate * 1e6;
-    const double prefill_gemm_us = chunk_tokens * flops_per_token / prefill_rate * 1e6 + prefill_attn_us;
-    const double prefill_ar_us = t > 1 ? n_allreduce * allreduce_us(chunk_tokens * H * act, t, machine) : 0.0;
+    // The LM head runs on the chunk's logit rows only (one a row: its last prompt token), at their rate.
+    const double head_flops_per_token = 2.0 * lm_head_bytes(config, layout, s, dtypes.weight) / wbytes;
+    const double prefill_gemm_us = chunk_tokens * (flops_per_token - head_flops_per_token) / prefill_rate * 1e6 +
+                                   (last ? chunk_rows * head_flops_per_token / head_rate * 1e6 : 0.0) +
+                                   prefill_attn_us;
+    const double prefill_ar_us = n_allreduce * allreduce_us(chunk_tokens * H * act, t, machine) +
+                                 (last ? allgather_us(chunk_rows * kLogitStatsBytes, t, machine) : 0.0);
     const double prefill_overhead_us =
         chunk_tokens * static_cast<double>(layers) * machine.layer_overhead_us + chunk_rows * logits_us;
     const double prefill_stage_us = std::max(weight_us, prefill_gemm_us) + prefill_overhead_us + prefill_ar_us;

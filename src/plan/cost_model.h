@@ -26,8 +26,10 @@
 //                    (0 where not given: an accelerator's kernels hide in the GEMM time); the layer
 //                    part is not divided by TP (the norms are replicated), prefill pays it for
 //                    every prompt token
-//   allreduces       2 per layer (+1 on the last stage: the vocab-parallel logits), each of
-//                    S = tokens x hidden x activation bytes, ring cost alpha + 2(t-1)/t x S / B
+//   collectives      as model_runner calls them: 2 allreduces per layer (+1 on the first stage:
+//                    the vocab-parallel embedding), each of S = tokens x hidden x activation bytes,
+//                    ring cost alpha + 2(t-1)/t x S / B; on the last stage one allgather of the
+//                    logit rows' 16-byte statistics, alpha + (t-1) x rows x 16 B / B
 //   stage time       max(W_s / BW, FLOPs / R(m)) + attention + overhead + allreduces, at m = the
 //                    rows of one micro-batch: the scheduler splits a replica's rows into PP micro-batches of
 //                    ceil(rows / PP) (engine/scheduler.cpp), one per stage in flight
@@ -35,7 +37,8 @@
 // (PP-1) hand-offs of rows x hidden x activation bytes (alpha + S / B)): each stage serves every
 // micro-batch once per step, and one micro-batch crosses all the stages in turn. PP = 1: the stage.
 // TTFT: the prompt tokens of a micro-batch prefilled in chunks of max_batch_tokens; a chunk of T
-// tokens costs per stage max(W_s / BW, linear FLOPs / R(T) + attention FLOPs / R_prefill_attn)
+// tokens of r rows costs per stage max(W_s / BW, linear FLOPs / R(T) + LM head FLOPs of its r logit
+// rows / R(r) + attention FLOPs / R_prefill_attn)
 // (R_prefill_attn 0: the attention FLOPs at R(T) too) + its allreduces. The G = PP x chunks pieces
 // enter the first stage one slowest stage apart, piece g done after the sum of the stages + g x the
 // slowest (+ hand-offs); TTFT is the median row's (the engine's p50): piece floor(G/2); the whole
@@ -109,6 +112,8 @@ struct SpeedPrediction {
 
 // The ring allreduce time of S bytes over t ranks (0 when t <= 1).
 double allreduce_us(double bytes, int t, const MachineModel& m);
+// The ring allgather of S bytes from each of t ranks: alpha + (t-1) x S / B (0 when t <= 1).
+double allgather_us(double bytes_per_rank, int t, const MachineModel& m);
 // R(m) in FLOP/s (see above). Throws JobError when gemm_rates are not ascending positive points.
 double gemm_rate_flops(const MachineModel& m, double rows);
 

@@ -56,8 +56,9 @@ TEST(CostModel, TensorParallelHalvesTheStreamAndPaysAllreduces) {
   RowShape shape{128, 64, 1};
   const SpeedPrediction p = predict_speed(cfg, Layout{2, 2, 1}, bf16(), h200(), shape);
   EXPECT_NEAR(p.weight_read_us, kParams * 2 / 2 / 4800e3, 0.01);
-  // 2 x 32 + 1 allreduces of 4096 x 2 B: 5 us + 2(1/2) x 8192 B / 450e3 B/us each.
-  EXPECT_NEAR(p.allreduce_us, 65 * (5.0 + 8192.0 / 450e3), 1e-6);  // 326.18 us
+  // 2 x 32 + 1 (the embedding) allreduces of 4096 x 2 B: 5 us + 2(1/2) x 8192 B / 450e3 B/us each;
+  // and the allgather of the row's 16-byte logit statistics: 5 us + 1 x 16 B / 450e3 B/us.
+  EXPECT_NEAR(p.allreduce_us, 65 * (5.0 + 8192.0 / 450e3) + 5.0 + 16.0 / 450e3, 1e-6);  // 331.18 us
   EXPECT_NEAR(p.decode_step_us, p.weight_read_us + p.kv_read_us / 1.0 + p.allreduce_us, 0.01);
   EXPECT_NEAR(p.kv_read_us, (128 + 32) * kKvPerToken / 2 / 4800e3, 1e-6);
 }
@@ -102,6 +103,18 @@ TEST(CostModel, AllreduceIsTheAlphaBetaRing) {
   EXPECT_EQ(allreduce_us(1e6, 1, m), 0.0);
   EXPECT_NEAR(allreduce_us(1e6, 2, m), 5.0 + 1e6 / 450e3, 1e-9);
   EXPECT_NEAR(allreduce_us(1e6, 8, m), 5.0 + 2.0 * 7 / 8 * 1e6 / 450e3, 1e-9);
+}
+
+TEST(CostModel, CollectivesFollowTheStagesThatCallThem) {
+  // TP=2 x PP=2, 8 rows = two micro-batches of 4: stage 0 allreduces 2 x 16 layers + the embedding,
+  // stage 1 2 x 16 layers and allgathers its 4 rows' logit statistics (4 x 16 B from each rank).
+  const ModelConfig cfg = plan_test::load_config_text("cost8b6", plan_test::llama31_8b());
+  const SpeedPrediction p = predict_speed(cfg, Layout{4, 2, 2}, bf16(), h200(), RowShape{128, 64, 8});
+  const double ar = 5.0 + 4 * 8192.0 / 450e3;  // 4 rows x 4096 x 2 B
+  EXPECT_NEAR(p.allreduce_us, 33 * ar + 32 * ar + (5.0 + 64.0 / 450e3), 1e-6);
+  EXPECT_NEAR(allgather_us(64, 2, h200()), 5.0 + 64.0 / 450e3, 1e-12);
+  EXPECT_NEAR(allgather_us(64, 8, h200()), 5.0 + 7 * 64.0 / 450e3, 1e-12);
+  EXPECT_EQ(allgather_us(64, 1, h200()), 0.0);
 }
 
 TEST(CostModel, BadInputIsRefused) {

@@ -152,13 +152,15 @@ TEST(PlanSpeed, CpuDecodeStepCountsMeasuredGemmAndAttention) {
   EXPECT_NEAR(p.attention_us, 47185.92, 1e-6);
   EXPECT_NEAR(p.decode_step_us, 128094.04416 + 47185.92, 1e-6);            // 175.3 ms
   // Prefill: 32 x 128 = 4096 tokens in 2 chunks of 2048 (16 rows). R(2048) = 0.1 x 2048 / 2080;
-  // linear 2048 x 2 x 100,073,472 FLOPs = 4163.06 ms; attention 16 x 12 x 2 x 128^2 x 768 =
-  // 4,831,838,208 FLOPs at 8 GFLOP/s = 603.98 ms; a chunk 4767.04 ms. The median row (16 of 0..31)
-  // is in the second chunk: TTFT p50 = 2 chunks, as the whole prefill.
+  // the 12 layers' 2048 x 2 x 75,497,472 FLOPs = 3140.69 ms; the LM head only on the chunk's 16
+  // logit rows (their last prompt tokens), 16 x 2 x 24,576,000 FLOPs at R(16) = 0.04 TFLOP/s =
+  // 19.66 ms (every token through it would be 1022.4 ms at R(2048)); attention 16 x 12 x 2 x 128^2 x
+  // 768 = 4,831,838,208 FLOPs at 8 GFLOP/s = 603.98 ms; a chunk 3764.34 ms. The median row (16 of
+  // 0..31) is in the second chunk: TTFT p50 = 2 chunks, as the whole prefill.
   EXPECT_EQ(p.prefill_chunks, 2);
-  EXPECT_NEAR(p.ttft_s, 2 * 4.7670362112, 1e-9);
-  EXPECT_NEAR(p.prefill_s, 2 * 4.7670362112, 1e-9);
-  EXPECT_NEAR(p.batch_output_tokens_per_s, 32 * 64 / (2 * 4.7670362112 + 64 * 0.17527996416), 1e-6);
+  EXPECT_NEAR(p.ttft_s, 2 * 3.7643354112, 1e-9);
+  EXPECT_NEAR(p.prefill_s, 2 * 3.7643354112, 1e-9);
+  EXPECT_NEAR(p.batch_output_tokens_per_s, 32 * 64 / (2 * 3.7643354112 + 64 * 0.17527996416), 1e-6);
   // Without the attention rate the KV bytes alone: the accelerator's model.
   MachineModel kv_only = cpu_node();
   kv_only.attention_tflops = 0;
@@ -184,10 +186,11 @@ TEST(PlanSpeed, PipelineMicroBatchesRunAtTheirOwnRows) {
   EXPECT_NEAR(p.tokens_per_s_replica, 32 / (p.decode_step_us * 1e-6), 1e-6);
   // Prefill: two micro-batches of 16 x 128 = 2048 tokens (one chunk each), R(2048) = 0.1 x 2048 / 2080.
   // Stage 0: 2048 x 2 x 6 layers FLOPs + attention 16 x 6 x 2 x 128^2 x 768 at 8 GFLOP/s = 1872.34 ms;
-  // stage 1 with the LM head 2894.70 ms; the hand-off 10 + 2048 x 768 x 4 B / 2 GB/s = 3155.73 us. The
-  // median row is in the second micro-batch, one slowest stage behind the first: TTFT p50 =
-  // s0 + s1 + s1 + hand-off = 7.665 s, which is also when the prefill ends.
-  EXPECT_NEAR(p.ttft_s, (1872337.3056 + 2 * 2894698.9056 + 3155.728) * 1e-6, 1e-9);
+  // stage 1 the same + the LM head on the 16 logit rows, 16 x 2 x 24,576,000 FLOPs at R(16) =
+  // 19.66 ms: 1892.00 ms; the hand-off 10 + 2048 x 768 x 4 B / 2 GB/s = 3155.73 us. The median row
+  // is in the second micro-batch, one slowest stage behind the first: TTFT p50 = s0 + s1 + s1 +
+  // hand-off = 5.659 s, which is also when the prefill ends.
+  EXPECT_NEAR(p.ttft_s, (1872337.3056 + 2 * 1891998.1056 + 3155.728) * 1e-6, 1e-9);
   EXPECT_NEAR(p.prefill_s, p.ttft_s, 1e-12);
 }
 
