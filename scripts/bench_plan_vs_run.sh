@@ -23,9 +23,16 @@ if [ -n "${PLAN_BENCH_KEEP:-}" ]; then echo "kept: $WORK"; else trap 'rm -rf "$W
 ROWS=32 PROMPT=128 NEW=64
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 NICE=()
-if [ -n "${PLAN_BENCH_NICE:-}" ]; then NICE=(nice -n "$PLAN_BENCH_NICE"); fi
+if [ -n "${PLAN_BENCH_NICE:-}" ]; then
+  NICE=(nice -n "$PLAN_BENCH_NICE")
+  # With the kernel's autogroup scheduling (/proc/sys/kernel/sched_autogroup_enabled = 1) a nice value
+  # only ranks processes within their own session: every other session still gets an equal share of
+  # the cores, so the niceness is given to this session's group as well (root; it lasts with the session).
+  if [ -w /proc/self/autogroup ]; then echo "$PLAN_BENCH_NICE" >/proc/self/autogroup 2>/dev/null || true; fi
+fi
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; niceness ${PLAN_BENCH_NICE:-unchanged}"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores; niceness ${PLAN_BENCH_NICE:-unchanged}$(
+  [ -r /proc/self/autogroup ] && echo "; $(cut -d/ -f2 /proc/self/autogroup)")"
 "$TP" make-model "$WORK/m125" --preset 125m >/dev/null
 python3 - "$WORK/rows.jsonl" "$ROWS" "$PROMPT" <<'PY'
 import json, random, sys
@@ -62,7 +69,8 @@ import json, sys
 m = json.load(open(sys.argv[1]))["machine"]; c = m["calibration"]
 flags = ["--memory-gbs", m["memory_gbs"], "--gemm-tflops", m["gemm_tflops"], "--gemm-rates", c["gemm_rates_flag"],
          "--attention-tflops", c["attention_tflops"], "--prefill-attention-tflops", c["prefill_attention_tflops"],
-         "--layer-overhead-us", c["layer_overhead_us"], "--logits-overhead-us", c["logits_overhead_us"]]
+         "--layer-overhead-us", c["layer_overhead_us"], "--logits-overhead-us", c["logits_overhead_us"],
+         "--oversubscription", m["per_rank"]["oversubscription"]]
 if c["allreduce_measured"]:
     flags += ["--alpha-us", m["alpha_us"], "--allreduce-gbs", m["allreduce_gbs"]]
 print("\n".join(str(f) for f in flags))

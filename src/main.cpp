@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   plan->add_option("--logits-overhead-us", po.speed.logits_overhead_us,
                    "final norm + logit statistics per row over the vocabulary in us (node equivalent on CPU; 0: none)")
       ->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--oversubscription", po.speed.oversubscription,
+                   "CPU: ranks x threads per rank / cores of the node, when above 1 (default: measured or 1)")
+      ->check(CLI::Range(1.0, 1e6));
   plan->add_option("--prompt-tokens", po.speed.prompt_tokens, "prompt tokens of the row shape (default: row - new)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   plan->add_option("--new-tokens", po.speed.new_tokens, "new tokens of the row shape (default: max_new_tokens)")

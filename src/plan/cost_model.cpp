@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/error.h"
 #include "model/llama_shard.h"
@@ -117,7 +118,8 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
   SpeedPrediction p;
   p.micro_batch_rows = mb_rows;
   p.prefill_chunks = chunks;
-  double decode_sum = 0.0, decode_slowest = 0.0, prefill_sum = 0.0, prefill_slowest = 0.0;
+  double decode_sum = 0.0, decode_slowest = 0.0;
+  std::vector<double> prefill_stage(static_cast<size_t>(pp));
   for (int s = 0; s < pp; ++s) {
     const int64_t layers = layers_of_stage(config.num_layers, pp, s).size();
     const bool last = s == pp - 1;
@@ -167,21 +169,39 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
     const double prefill_overhead_us =
         chunk_tokens * static_cast<double>(layers) * machine.layer_overhead_us + chunk_rows * logits_us;
     const double prefill_stage_us = std::max(weight_us, prefill_gemm_us) + prefill_overhead_us + prefill_ar_us;
-    prefill_sum += prefill_stage_us;
-    prefill_slowest = std::max(prefill_slowest, prefill_stage_us);
+    prefill_stage[static_cast<size_t>(s)] = prefill_stage_us;
   }
   p.handoff_us = (pp - 1) * handoff_one;
   p.decode_step_us = std::max(pp * decode_slowest, decode_sum + p.handoff_us);
   p.tokens_per_s_replica = static_cast<double>(shape.rows) / (p.decode_step_us * 1e-6);
   p.tokens_per_s_total = p.tokens_per_s_replica * layout.data();
-  const double prefill_handoff_us =
-      (pp - 1) * (machine.alpha_us + chunk_tokens * H * act / (machine.allreduce_gbs * 1e3));
-  // The G = PP x chunks pieces of prefill enter the first stage one slowest stage apart; piece g's
-  // rows get their first token after sum + g x slowest. The engine's TTFT p50 is the row at rank
-  // round(0.5 (rows - 1)), which lies in piece floor(G / 2) when the pieces hold equal rows.
-  const double pieces = static_cast<double>(pp) * static_cast<double>(chunks);
-  p.ttft_s = (prefill_sum + std::floor(pieces / 2.0) * prefill_slowest + prefill_handoff_us) * 1e-6;
-  p.prefill_s = (prefill_sum + (pieces - 1.0) * prefill_slowest + prefill_handoff_us) * 1e-6;
+  const double prefill_handoff_one = machine.alpha_us + chunk_tokens * H * act / (machine.allreduce_gbs * 1e3);
+  // The G = PP x chunks pieces of prefill go through the stages in turn: piece g starts on stage s
+  // when it has left stage s-1 (and crossed the hand-off) and stage s has finished piece g-1. The
+  // stage times above are each rank's share of the node when all its ranks compute; while the
+  // pipeline fills and drains only the stages holding a piece compute (at lockstep slot g + s, the
+  // stages s' with a piece g + s - s' in 0..G-1), so on a CPU node whose ranks outnumber its cores
+  // a piece runs min(oversubscription, PP / those stages) times faster: the cores the idle stages'
+  // ranks leave (4 ranks x 1 thread on 2 cores at PP = 2: the first piece on stage 0 has both cores).
+  const int64_t G = static_cast<int64_t>(pp) * chunks;
+  const double over = std::max(1.0, machine.oversubscription);
+  std::vector<double> left(static_cast<size_t>(pp), 0.0);  // when stage s finished its last piece
+  const int64_t median_piece = G / 2;                      // the engine's TTFT p50 row (see below)
+  for (int64_t g = 0; g < G; ++g) {
+    double arrived = 0.0;  // when piece g leaves the previous stage
+    for (int s = 0; s < pp; ++s) {
+      const int64_t slot = g + s;
+      int64_t active = 0;
+      for (int64_t s2 = 0; s2 < pp; ++s2) active += slot - s2 >= 0 && slot - s2 < G;
+      const double speedup = std::min(over, static_cast<double>(pp) / static_cast<double>(std::max<int64_t>(1, active)));
+      const double start = std::max(s > 0 ? arrived + prefill_handoff_one : 0.0, left[static_cast<size_t>(s)]);
+      arrived = left[static_cast<size_t>(s)] = start + prefill_stage[static_cast<size_t>(s)] / speedup;
+    }
+    // The engine's TTFT p50 is the row at rank round(0.5 (rows - 1)), which lies in piece floor(G / 2)
+    // when the pieces hold equal rows; the whole prefill ends with piece G - 1.
+    if (g == median_piece) p.ttft_s = arrived * 1e-6;
+    if (g == G - 1) p.prefill_s = arrived * 1e-6;
+  }
   const double batch_s = p.prefill_s + static_cast<double>(shape.new_tokens) * p.decode_step_us * 1e-6;
   p.batch_output_tokens_per_s =
       static_cast<double>(shape.rows) * static_cast<double>(shape.new_tokens) * layout.data() / batch_s;

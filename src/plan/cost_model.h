@@ -36,13 +36,16 @@
 // Decode step (a row's time per output token) = max(PP x the slowest stage, the sum of the stages +
 // (PP-1) hand-offs of rows x hidden x activation bytes (alpha + S / B)): each stage serves every
 // micro-batch once per step, and one micro-batch crosses all the stages in turn. PP = 1: the stage.
+// Prefill pieces (the G = PP x chunks below) go through the stages in turn, each stage taking the
+// next piece when it has finished the last one and the piece has crossed the hand-off; while the
+// pipeline fills and drains only the stages holding a piece compute, and on an oversubscribed CPU
+// node (MachineModel::oversubscription > 1) they run min(oversubscription, PP / busy stages) faster.
 // TTFT: the prompt tokens of a micro-batch prefilled in chunks of max_batch_tokens; a chunk of T
 // tokens of r rows costs per stage max(W_s / BW, linear FLOPs / R(T) + LM head FLOPs of its r logit
 // rows / R(r) + attention FLOPs / R_prefill_attn)
-// (R_prefill_attn 0: the attention FLOPs at R(T) too) + its allreduces. The G = PP x chunks pieces
-// enter the first stage one slowest stage apart, piece g done after the sum of the stages + g x the
-// slowest (+ hand-offs); TTFT is the median row's (the engine's p50): piece floor(G/2); the whole
-// prefill ends with piece G-1.
+// (R_prefill_attn 0: the attention FLOPs at R(T) too) + its allreduces. Without oversubscription
+// piece g is done after the sum of the stages + g x the slowest (+ hand-offs); TTFT is the median
+// row's (the engine's p50): piece floor(G/2); the whole prefill ends with piece G-1.
 // Tokens/s per replica = rows / decode step; in total x data-parallel replicas.
 // The allreduce alpha on the CPU is the one `plan --calibrate` measures between GEMMs (a peer's
 // late arrival included: on more ranks than cores it is a scheduler time slice, not microseconds).
@@ -75,6 +78,11 @@ struct MachineModel {
   double prefill_attention_tflops = 0.0;  // prefill attention; 0: at the GEMM rate R(T)
   double layer_overhead_us = 0.0;         // element-wise work per row per layer (e_layer)
   double logits_overhead_us = 0.0;        // per row for the whole vocabulary (e_logits)
+  // CPU: the node's ranks x threads per rank / its cores, when above 1 (4 ranks x 1 thread on 2
+  // cores: 2). The rates above are then a rank's share while all the node's ranks compute; a phase
+  // where fewer compute (the prefill pipeline's fill and drain) runs faster, up to this factor.
+  // 1: no such gain (an accelerator's rank has its device to itself).
+  double oversubscription = 1.0;
 };
 
 struct RowShape {

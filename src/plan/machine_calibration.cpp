@@ -343,6 +343,7 @@ Calibration calibrate_machine(const ModelConfig& config, const CalibrationReques
   }
   c.ranks_measuring = local;
   c.gemm_threads = threads_per_rank(request, local);
+  c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(c.gemm_threads);
   measure_rates(config, request, c);

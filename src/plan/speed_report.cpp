@@ -105,6 +105,13 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   rep.rank.prefill_attention_tflops /= rep.ranks_sharing;
   rep.rank.layer_overhead_us *= rep.ranks_sharing;  // times: a rank's share of the node takes longer
   rep.rank.logits_overhead_us *= rep.ranks_sharing;
+  // More ranks x threads than cores (measured: the calibration knows both; the job on one node, so
+  // the stages of a pipeline share its cores): a phase where some ranks wait runs faster.
+  if (r.oversubscription >= 1)
+    rep.rank.oversubscription = r.oversubscription;
+  else if (!in.accelerator && cal && rep.ranks_sharing >= in.world_size)
+    rep.rank.oversubscription =
+        std::max(1.0, static_cast<double>(rep.ranks_sharing) * cal->gemm_threads / std::max(1, cal->cores));
 
   const int64_t new_tokens = r.new_tokens > 0 ? r.new_tokens : std::max<int64_t>(1, max_new_tokens);
   const int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : std::max<int64_t>(1, in.row_tokens - new_tokens);
@@ -140,7 +147,8 @@ nlohmann::json machine_json(const MachineModel& m) {
                         {"attention_tflops", m.attention_tflops},
                         {"prefill_attention_tflops", m.prefill_attention_tflops},
                         {"layer_overhead_us", m.layer_overhead_us},
-                        {"logits_overhead_us", m.logits_overhead_us}};
+                        {"logits_overhead_us", m.logits_overhead_us},
+                        {"oversubscription", m.oversubscription}};
 }
 
 // "1:0.0046,8:0.0258" as --gemm-rates takes it.
@@ -179,7 +187,8 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
                         {"prefill_attention_tflops", c.prefill_attention_tflops},
                         {"layer_overhead_us", c.layer_overhead_us},
                         {"logits_overhead_us", c.logits_overhead_us},
-                        {"ranks_measuring", c.ranks_measuring}};
+                        {"ranks_measuring", c.ranks_measuring},
+                        {"cores", c.cores}};
   }
   j["machine"] = m;
   auto& layouts = j["layouts"];

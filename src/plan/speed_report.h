@@ -33,6 +33,7 @@ struct SpeedRequest {
   double prefill_attention_tflops = -1.0;  // < 0: measured or 0 (at the GEMM rate)
   double layer_overhead_us = -1.0;         // < 0: measured or 0 (none)
   double logits_overhead_us = -1.0;        // < 0: measured or 0 (none)
+  double oversubscription = -1.0;          // < 0: measured (CPU, the job on one node) or 1
   int64_t prompt_tokens = 0;      // 0: row_tokens - max_new_tokens
   int64_t new_tokens = 0;         // 0: the job's sampling.max_new_tokens
   int64_t rows = 0;               // per replica; 0: min(max_seqs, the layout's concurrent rows)
