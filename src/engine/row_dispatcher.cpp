@@ -6,6 +6,7 @@
 #include <list>
 
 #include "common/error.h"
+#include "reliability/fault_injection.h"
 #include "reliability/shutdown.h"
 
 namespace tpbatch {
@@ -284,12 +285,14 @@ void RowDispatcher::record(const RowResult& row) {
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
   writer_.write(row);
   const double t = now_seconds();
-  if (t - last_flush_ > 1.0 || ++unflushed_ >= 64) {  // a crash loses at most a second or 64 rows
+  const bool test_stop = test_stops_after_rows(++recorded_);
+  if (t - last_flush_ > 1.0 || ++unflushed_ >= 64 || test_stop) {  // a crash loses at most a second or 64 rows
     writer_.flush();
     last_flush_ = t;
     unflushed_ = 0;
   }
   progress_.maybe_print();
+  if (test_stop) stop_self_for_test("after recording and flushing the rows of TPBATCH_TEST_STOP_AFTER_ROWS");
 }
 
 void RowDispatcher::handle(const MPI_Status& st) {

@@ -77,6 +77,7 @@ class RowDispatcher {
   bool warned_[kNumRowWarnings] = {};
   double last_flush_ = 0;
   int64_t unflushed_ = 0;
+  int64_t recorded_ = 0;             // rows recorded by this run
 };
 
 // Replica 0's work source: calls the dispatcher on the same rank.

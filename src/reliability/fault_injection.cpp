@@ -27,4 +27,18 @@ void maybe_stop_for_test(const char* point, int world_rank) {
   }
 }
 
+bool test_stops_after_rows(int64_t rows_recorded) {
+  static const int64_t stop_at = [] {
+    const char* v = std::getenv("TPBATCH_TEST_STOP_AFTER_ROWS");
+    return v ? std::atoll(v) : int64_t{-1};
+  }();
+  return rows_recorded == stop_at;
+}
+
+void stop_self_for_test(const char* why) {
+  std::fprintf(stderr, "[tpbatch] test: this rank stops itself (SIGSTOP) %s\n", why);
+  std::fflush(stderr);
+  raise(SIGSTOP);
+}
+
 }  // namespace tpbatch

@@ -8,8 +8,15 @@
 //     it for dead.
 // Points: "start-up" (after the job file is read; the others wait in a start-up collective) and
 // "run" (before the rows are handed out; the other replicas wait for rows from rank 0).
+//   TPBATCH_TEST_STOP_AFTER_ROWS=<n>               rank 0 stops itself (SIGSTOP) once the n-th row of
+//     the run is recorded and flushed: the job is frozen part-way, so a test's kill lands on a job
+//     that cannot have finished, however fast it is or however late the test looks.
+#include <cstdint>
+
 namespace tpbatch {
 
 void maybe_stop_for_test(const char* point, int world_rank);
+bool test_stops_after_rows(int64_t rows_recorded);  // true at the n-th row of TPBATCH_TEST_STOP_AFTER_ROWS
+void stop_self_for_test(const char* why);             // SIGSTOP, said on stderr
 
 }  // namespace tpbatch
