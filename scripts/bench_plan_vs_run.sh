@@ -4,7 +4,7 @@
 # Each world size is calibrated just before its runs (`mpirun -np N tpbatch plan --calibrate`: every
 # rank measures at once, at the threads a run's rank gets: read bandwidth, fp32 GEMM peak, gemm_nt
 # R(m) at decode rows over the model's layer, paged attention at decode and prefill, the step's
-# element-wise overhead, MPI allreduce alpha/beta), so the rates see the same sharing of the cores (and the same outside load) as the
+# element-wise overhead, MPI allreduce alpha/beta, the alpha between GEMMs for each TP size in its groups), so the rates see the same sharing of the cores (and the same outside load) as the
 # runs; those values are passed to the plan of each layout as flags.
 # Measured: the run's "[tpbatch] done:" line (TPOT p50 = decode step, output tok/s, TTFT p50).
 # Usage: scripts/bench_plan_vs_run.sh [BUILD_DIR]     (aim: predicted/measured within 25%)
@@ -72,13 +72,17 @@ flags = ["--memory-gbs", m["memory_gbs"], "--gemm-tflops", m["gemm_tflops"], "--
          "--layer-overhead-us", c["layer_overhead_us"], "--logits-overhead-us", c["logits_overhead_us"],
          "--oversubscription", m["per_rank"]["oversubscription"]]
 if c["allreduce_measured"]:
-    flags += ["--alpha-us", m["alpha_us"], "--allreduce-gbs", m["allreduce_gbs"]]
+    flags += ["--allreduce-gbs", m["allreduce_gbs"]]
 print("\n".join(str(f) for f in flags))
+# The alpha each TP size meets (measured in that size's groups), "T ALPHA" a line; TP=1 takes the plan's.
+with open(sys.argv[1].replace(".json", ".alphas"), "w") as f:
+    f.write(f"1 {m['alpha_us']}\n" + "".join(f"{a['tensor']} {a['alpha_us']}\n" for a in c.get("synced_alphas", [])))
+alphas = " ".join(f"TP={a['tensor']}:{a['alpha_us']:.1f}" for a in c.get("synced_alphas", [])) or f"{m['alpha_us']:.2f}"
 rates = " ".join(f"{g['rows']:g}:{g['tflops'] * 1e3:.1f}" for g in c["gemm_rates"])
 print(f"calibrated at {c['ranks_measuring']} ranks x {c['gemm_threads']} threads: read {m['memory_gbs']:.2f} GB/s, "
       f"GEMM peak {m['gemm_tflops'] * 1e3:.1f} GFLOP/s, R(m) GFLOP/s {rates}, attention {c['attention_tflops'] * 1e3:.2f} "
       f"decode / {c['prefill_attention_tflops'] * 1e3:.2f} prefill GFLOP/s, step overhead {c['layer_overhead_us']:.2f} us "
-      f"a row a layer + {c['logits_overhead_us']:.1f} us a row (logits), allreduce alpha {m['alpha_us']:.2f} us "
+      f"a row a layer + {c['logits_overhead_us']:.1f} us a row (logits), allreduce alpha {alphas} us "
       f"B {m['allreduce_gbs']:.2f} GB/s (node totals)", file=sys.stderr)
 PY
 )
@@ -90,8 +94,11 @@ for spec in "TP=1 1 1 1" "TP=2 2 2 1" "DP=2 2 1 1" "TP=2xPP=2 4 2 2"; do
   read -r name np t p <<<"$spec"
   dp=$((np / (t * p)))
   if [ "$calibrated" -ne "$np" ]; then calibrate "$np"; calibrated=$np; fi
+  alpha=$(awk -v t="$t" '$1 == t {print $2}' "calibration$np.alphas")
+  ALPHA=()
+  if [ -n "$alpha" ]; then ALPHA=(--alpha-us "$alpha"); fi
   "$TP" plan job.yaml --world-size "$np" --json --prompt-tokens "$PROMPT" --new-tokens "$NEW" \
-    --rows $((ROWS / dp)) "${MACHINE[@]}" >"plan$name.json"
+    --rows $((ROWS / dp)) "${MACHINE[@]}" "${ALPHA[@]}" >"plan$name.json"
   sets=(--set "parallel.tensor=$t" --set "parallel.pipeline=$p")
   if [ "$np" -eq 1 ]; then cmd=("$TP" job.yaml "${sets[@]}"); else cmd=("${MPIRUN[@]}" -np "$np" "$TP" job.yaml "${sets[@]}"); fi
   "${NICE[@]}" "${cmd[@]}" >"run$name.log" 2>&1 || { echo "$name: run failed:"; tail -5 "run$name.log"; exit 1; }

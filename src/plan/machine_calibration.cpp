@@ -177,7 +177,7 @@ struct LayerWeights {
   // Median seconds of one pass over every copy at m rows; allreduce_floats > 0: after the o and the
   // down projection of each copy an MPI_Allreduce of that many floats over the world, as a
   // tensor-parallel layer synchronises its ranks twice.
-  double seconds_at(int64_t m, int reps, int allreduce_floats = 0) const {
+  double seconds_at(int64_t m, int reps, int allreduce_floats = 0, MPI_Comm group = MPI_COMM_WORLD) const {
     std::vector<float> x(static_cast<size_t>(m * max_k), 0.5f), y(static_cast<size_t>(m * max_n));
     std::vector<float> sum(static_cast<size_t>(std::max(1, allreduce_floats)), 1.0f),
         out(static_cast<size_t>(std::max(1, allreduce_floats)));
@@ -189,7 +189,7 @@ struct LayerWeights {
           cpu::gemm_nt(x.data(), copy.data() + offset, dtype, y.data(), m, s.n, s.k);
           offset += static_cast<size_t>(s.n * s.k) * dtype_size(dtype);
           if (allreduce_floats > 0 && (i == 1 || i == 3))
-            MPI_Allreduce(sum.data(), out.data(), allreduce_floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(sum.data(), out.data(), allreduce_floats, MPI_FLOAT, MPI_SUM, group);
         }
       }
     });
@@ -274,13 +274,28 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
     // apart (with more ranks than cores a peer may be waiting for its turn on a core, a scheduler
     // time slice, while the caller spins). alpha = the time the synchronised pass takes beyond the
     // same pass without allreduces, per allreduce, less the bytes' share at the isolated B.
+    // Measured for each tensor-parallel size t dividing the world, in the groups a layout of that
+    // t makes (consecutive ranks, topology.cpp), all groups at once: on 4 ranks on 2 cores two
+    // pairs syncing apart wait for a partner's turn on a core far more than one group of 4 in
+    // lockstep does (measured 2 ms against 12 us an allreduce; a TP=2 x PP=2 run met ~2 ms).
     if (c.allreduce_measured && g_node != MPI_COMM_NULL) {
       const int64_t m = std::clamp<int64_t>(r.rows, 1, 128);
       const int floats = static_cast<int>(m * config.hidden_size);
-      const double plain = layer.seconds_at(m, 5), synced = layer.seconds_at(m, 5, floats);
-      const double n = 2.0 * static_cast<double>(layer.copies.size()), size = c.allreduce_ranks;
-      const double bytes_us = 2.0 * (size - 1) / size * 4.0 * floats / (c.allreduce_gbs * 1e3);
-      c.synced_alpha_us = std::max(c.alpha_us, (synced - plain) / n * 1e6 - bytes_us);
+      const double plain = layer.seconds_at(m, 5);
+      const double n = 2.0 * static_cast<double>(layer.copies.size());
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      for (int t = 2; t <= c.allreduce_ranks; ++t) {
+        if (c.allreduce_ranks % t != 0) continue;
+        MPI_Comm group = MPI_COMM_NULL;
+        MPI_Comm_split(MPI_COMM_WORLD, rank / t, rank, &group);
+        const double synced = layer.seconds_at(m, 5, floats, group);
+        MPI_Comm_free(&group);
+        const double bytes_us = 2.0 * (t - 1) / t * 4.0 * floats / (c.allreduce_gbs * 1e3);
+        const double alpha = std::max(c.alpha_us, (synced - plain) / n * 1e6 - bytes_us);
+        c.synced_alphas.push_back(TensorAlpha{t, alpha});
+        if (t == c.allreduce_ranks) c.synced_alpha_us = alpha;
+      }
     }
   }
   const int64_t rows = std::max<int64_t>(1, r.rows);

@@ -30,7 +30,9 @@
 //                    projection, its extra time over the plain pass per allreduce less the bytes
 //                    at B (on 4 ranks on 2 cores ~ a scheduler time slice: a peer waiting for a
 //                    core while the caller spins; measured 80 ms of a 108 ms TP=2 x PP=2 step in
-//                    the run's own allreduce statistics). The plan uses this alpha.
+//                    the run's own allreduce statistics), for each TP size t dividing the world
+//                    in the groups of t ranks a layout makes, all at once. A layout's plan uses
+//                    the alpha of its TP size.
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +53,13 @@ struct CalibrationRequest {
   int64_t new_tokens = 64;
 };
 
+// The allreduce alpha a tensor-parallel step of `tensor` ranks meets (the world split in groups of
+// that many consecutive ranks, every group at once).
+struct TensorAlpha {
+  int tensor = 0;
+  double alpha_us = 0.0;
+};
+
 struct Calibration {
   double memory_gbs = 0.0;         // node total
   double gemm_tflops = 0.0;        // large shape, node total
@@ -68,7 +77,8 @@ struct Calibration {
   int allreduce_ranks = 0;
   double alpha_us = 0.0;           // isolated allreduces, back to back
   double allreduce_gbs = 0.0;
-  double synced_alpha_us = 0.0;    // between GEMMs, as a TP layer meets it (the plan's alpha)
+  double synced_alpha_us = 0.0;    // between GEMMs, as a TP layer of the whole world meets it
+  std::vector<TensorAlpha> synced_alphas;  // the same for each TP size dividing the world (the plan's alpha)
   int mpi_rank = 0;                // the caller prints only on rank 0
 };
 

@@ -309,7 +309,9 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     const std::string allreduce_source = alpha_measured || beta_measured ? (given ? "measured and given" : "measured")
                                          : given                         ? "given"
                                                                          : "default";
-    speed = make_speed_report(o.speed, calibration, allreduce_source, plan, cfg, job.sampling.max_new_tokens);
+    SpeedRequest sr = o.speed;
+    sr.alpha_measured = alpha_measured;  // then each layout takes the alpha measured at its TP size
+    speed = make_speed_report(sr, calibration, allreduce_source, plan, cfg, job.sampling.max_new_tokens);
   }
   if (o.json && speed) {
     json j = json::parse(plan_json(plan, cfg, job.model, weights));

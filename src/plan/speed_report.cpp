@@ -122,7 +122,12 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
     if (g.fits && rows >= 1) {
       s.predicted = true;
       s.shape = RowShape{prompt, new_tokens, rows, in.max_batch_tokens};
-      s.p = predict_speed(config, Layout{in.world_size, g.tensor, g.pipeline}, dtypes, rep.rank, s.shape);
+      MachineModel rank = rep.rank;
+      if (r.alpha_measured && cal)
+        for (const TensorAlpha& a : cal->synced_alphas)
+          if (a.tensor == g.tensor) rank.alpha_us = a.alpha_us;
+      s.alpha_us = rank.alpha_us;
+      s.p = predict_speed(config, Layout{in.world_size, g.tensor, g.pipeline}, dtypes, rank, s.shape);
     }
     rep.layouts.push_back(s);
   }
@@ -189,6 +194,9 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
                         {"logits_overhead_us", c.logits_overhead_us},
                         {"ranks_measuring", c.ranks_measuring},
                         {"cores", c.cores}};
+    nlohmann::json alphas = nlohmann::json::array();
+    for (const TensorAlpha& a : c.synced_alphas) alphas.push_back({{"tensor", a.tensor}, {"alpha_us", a.alpha_us}});
+    m["calibration"]["synced_alphas"] = alphas;
   }
   j["machine"] = m;
   auto& layouts = j["layouts"];
@@ -201,6 +209,7 @@ void add_speed_json(nlohmann::json& j, const SpeedReport& rep) {
     layouts[i]["speed"] = {{"prompt_tokens", s.shape.prompt_tokens},
                            {"new_tokens", s.shape.new_tokens},
                            {"rows_per_replica", s.shape.rows},
+                           {"alpha_us", s.alpha_us},
                            {"decode_step_us", s.p.decode_step_us},
                            {"weight_read_us", s.p.weight_read_us},
                            {"gemm_us", s.p.gemm_us},
@@ -252,12 +261,17 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
     }
     if (c.allreduce_measured)
       std::snprintf(line, sizeof line,
-                    "; MPI allreduce over %d ranks: alpha %.2f us back to back, %.2f us between GEMMs (used), B %.2f "
-                    "GB/s\n",
+                    "; MPI allreduce over %d ranks: alpha %.2f us back to back, %.2f us between GEMMs, B %.2f GB/s",
                     c.allreduce_ranks, c.alpha_us, c.synced_alpha_us, c.allreduce_gbs);
     else
-      std::snprintf(line, sizeof line, "; allreduce not measured (run under mpirun with >= 2 ranks), model kept\n");
+      std::snprintf(line, sizeof line, "; allreduce not measured (run under mpirun with >= 2 ranks), model kept");
     out << line;
+    for (size_t i = 0; i < c.synced_alphas.size(); ++i) {
+      std::snprintf(line, sizeof line, "%s TP=%d %.2f us", i == 0 ? "; between GEMMs in TP groups (used):" : ",",
+                    c.synced_alphas[i].tensor, c.synced_alphas[i].alpha_us);
+      out << line;
+    }
+    out << "\n";
   }
   std::snprintf(line, sizeof line, "%4s %4s %4s %6s %8s %8s %12s %14s %14s %10s\n", "TP", "PP", "DP", "rows", "prompt",
                 "new", "step ms", "tok/s replica", "tok/s total", "TTFT s");

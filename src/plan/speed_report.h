@@ -34,6 +34,7 @@ struct SpeedRequest {
   double layer_overhead_us = -1.0;         // < 0: measured or 0 (none)
   double logits_overhead_us = -1.0;        // < 0: measured or 0 (none)
   double oversubscription = -1.0;          // < 0: measured (CPU, the job on one node) or 1
+  bool alpha_measured = false;             // the plan's alpha is the calibration's: per layout its TP size's
   int64_t prompt_tokens = 0;      // 0: row_tokens - max_new_tokens
   int64_t new_tokens = 0;         // 0: the job's sampling.max_new_tokens
   int64_t rows = 0;               // per replica; 0: min(max_seqs, the layout's concurrent rows)
@@ -41,6 +42,7 @@ struct SpeedRequest {
 
 struct LayoutSpeed {
   bool predicted = false;         // false when the layout does not fit
+  double alpha_us = 0.0;          // the allreduce alpha of its prediction
   RowShape shape;
   SpeedPrediction p;
 };

@@ -287,6 +287,62 @@ TEST(PlanSpeed, CpuRanksShareTheNodesRatesAndGivenRatesAreReported) {
   }
 }
 
+TEST(PlanSpeed, EachLayoutTakesTheAlphaMeasuredAtItsTensorSize) {
+  // A calibration of 4 ranks x 1 thread on 2 cores: the allreduce between GEMMs measured in pairs
+  // (TP=2: 2000 us) and in one group of 4 (TP=4: 600 us). TP=2 layouts predict with 2000 us, TP=4
+  // with 600 us; the node's 4 ranks on 2 cores are oversubscribed 2x.
+  const ModelConfig cfg = load_config_text("speedalpha", config_125m());
+  Calibration cal;
+  cal.memory_gbs = 10;
+  cal.gemm_tflops = 0.1;
+  cal.gemm_threads = 1;
+  cal.cores = 2;
+  cal.ranks_measuring = 4;
+  cal.allreduce_measured = true;
+  cal.allreduce_ranks = 4;
+  cal.alpha_us = 10;
+  cal.allreduce_gbs = 2;
+  cal.synced_alpha_us = 600;
+  cal.synced_alphas = {{2, 2000.0}, {4, 600.0}};
+  PlanInputs in;
+  in.world_size = 4;
+  in.ranks_per_node = 4;
+  in.device_memory_bytes = int64_t{64} << 30;
+  in.weight_dtype = in.kv_dtype = in.activation_dtype = DType::F32;
+  in.max_seqs = 32;
+  in.row_tokens = 192;
+  in.alpha_us = 600;  // plan_command puts the whole world's figure here
+  in.bandwidth_gbs = 2;
+  const Plan plan = make_plan(cfg, in);
+  SpeedRequest r;
+  r.calibrate = true;
+  r.prompt_tokens = 128;
+  r.new_tokens = 64;
+  r.rows = 32;
+  r.alpha_measured = true;
+  const SpeedReport rep = make_speed_report(r, cal, "measured", plan, cfg, 64);
+  EXPECT_EQ(rep.rank.oversubscription, 2.0);  // 4 ranks x 1 thread / 2 cores
+  int checked = 0;
+  for (size_t i = 0; i < plan.layouts.size(); ++i) {
+    const LayoutLedger& g = plan.layouts[i];
+    if (!rep.layouts[i].predicted || g.tensor == 1) continue;
+    const double expected_alpha = g.tensor == 2 ? 2000.0 : 600.0;
+    EXPECT_EQ(rep.layouts[i].alpha_us, expected_alpha) << g.tensor << "x" << g.pipeline;
+    MachineModel m = rep.rank;
+    m.alpha_us = expected_alpha;
+    const SpeedPrediction p = predict_speed(cfg, Layout{4, g.tensor, g.pipeline}, CostDtypes{DType::F32, DType::F32, DType::F32},
+                                            m, rep.layouts[i].shape);
+    EXPECT_NEAR(rep.layouts[i].p.decode_step_us, p.decode_step_us, 1e-9);
+    ++checked;
+  }
+  EXPECT_GE(checked, 2);  // TP=2 (x PP=2 or x DP=2) and TP=4
+  // Not measured (alpha given): the plan's alpha for every layout.
+  r.alpha_measured = false;
+  const SpeedReport given = make_speed_report(r, cal, "given", plan, cfg, 64);
+  for (const LayoutSpeed& l : given.layouts)
+    if (l.predicted) EXPECT_EQ(l.alpha_us, 600.0);
+}
+
 TEST(PlanSpeed, GemmRatesFlagIsCheckedByItem) {
   EXPECT_EQ(parse_gemm_rates("1:0.5,8:2").size(), 2u);
   for (const char* bad : {"", "8", "8:", "x:1", "8:0", "8:1,4:2", "8:1,,16:2"}) {
