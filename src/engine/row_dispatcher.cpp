@@ -292,7 +292,9 @@ void RowDispatcher::record(const RowResult& row) {
     unflushed_ = 0;
   }
   progress_.maybe_print();
-  if (test_stop) stop_self_for_test("after recording and flushing the rows of TPBATCH_TEST_STOP_AFTER_ROWS");
+  if (test_stop)
+    stop_self_for_test("rank 0 stops itself (SIGSTOP) after recording and flushing " + std::to_string(recorded_) +
+                       " rows (TPBATCH_TEST_STOP_AFTER_ROWS)");
 }
 
 void RowDispatcher::handle(const MPI_Status& st) {

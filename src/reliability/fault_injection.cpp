@@ -10,13 +10,16 @@
 
 namespace tpbatch {
 
+void stop_self_for_test(const std::string& what) {
+  std::fprintf(stderr, "[tpbatch] test: %s\n", what.c_str());
+  std::fflush(stderr);
+  raise(SIGSTOP);
+}
+
 void maybe_stop_for_test(const char* point, int world_rank) {
   const std::string here = std::to_string(world_rank) + ":" + point;
-  if (const char* stop = std::getenv("TPBATCH_TEST_STOP_AT"); stop && here == stop) {
-    std::fprintf(stderr, "[tpbatch] test: rank %d stops itself (SIGSTOP) at %s\n", world_rank, point);
-    std::fflush(stderr);
-    raise(SIGSTOP);
-  }
+  if (const char* stop = std::getenv("TPBATCH_TEST_STOP_AT"); stop && here == stop)
+    stop_self_for_test("rank " + std::to_string(world_rank) + " stops itself (SIGSTOP) at " + point);
   if (const char* sleep = std::getenv("TPBATCH_TEST_SLEEP_AT")) {
     const std::string s = sleep;
     if (s.compare(0, here.size() + 1, here + ":") != 0) return;
@@ -33,12 +36,6 @@ bool test_stops_after_rows(int64_t rows_recorded) {
     return v ? std::atoll(v) : int64_t{-1};
   }();
   return rows_recorded == stop_at;
-}
-
-void stop_self_for_test(const char* why) {
-  std::fprintf(stderr, "[tpbatch] test: this rank stops itself (SIGSTOP) %s\n", why);
-  std::fflush(stderr);
-  raise(SIGSTOP);
 }
 
 }  // namespace tpbatch

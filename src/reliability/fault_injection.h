@@ -12,11 +12,12 @@
 //     the run is recorded and flushed: the job is frozen part-way, so a test's kill lands on a job
 //     that cannot have finished, however fast it is or however late the test looks.
 #include <cstdint>
+#include <string>
 
 namespace tpbatch {
 
 void maybe_stop_for_test(const char* point, int world_rank);
 bool test_stops_after_rows(int64_t rows_recorded);  // true at the n-th row of TPBATCH_TEST_STOP_AFTER_ROWS
-void stop_self_for_test(const char* why);             // SIGSTOP, said on stderr
+void stop_self_for_test(const std::string& what);     // says `what` on stderr, then SIGSTOP
 
 }  // namespace tpbatch
