@@ -10,12 +10,12 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "app/collective_check.h"
 #include "app/compute_plane.h"
 #include "backend/backend.h"
 #include "common/error.h"
+#include "common/node_cores.h"
 #include "common/version.h"
 #include "engine/progress.h"
 #include "engine/replica.h"
@@ -69,8 +69,7 @@ int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& to
 
 int blas_threads(const JobSpec& job, const Topology& topo) {
   if (job.engine.threads > 0) return static_cast<int>(job.engine.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / topo.local_size);
+  return std::max(1, node_cores() / topo.local_size);
 }
 
 // One rank's job, filled in by run_job's steps in order. The members are in the order the steps

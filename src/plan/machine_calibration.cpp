@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/buffer.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/gemm.h"
+#include "common/node_cores.h"
 
 namespace tpbatch {
 namespace {
@@ -320,8 +320,7 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
 
 int threads_per_rank(const CalibrationRequest& r, int local_ranks) {
   if (r.threads > 0) return r.threads;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, local_ranks));
+  return std::max(1, node_cores() / std::max(1, local_ranks));
 }
 
 }  // namespace
@@ -358,7 +357,7 @@ Calibration calibrate_machine(const ModelConfig& config, const CalibrationReques
   }
   c.ranks_measuring = local;
   c.gemm_threads = threads_per_rank(request, local);
-  c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.cores = node_cores();
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(c.gemm_threads);
   measure_rates(config, request, c);

@@ -71,7 +71,7 @@ struct Calibration {
   double layer_overhead_us = 0.0;         // element-wise work per row per layer, node equivalent
   double logits_overhead_us = 0.0;        // final norm + logit statistics per row, node equivalent
   int gemm_threads = 1;            // OpenMP threads of each measuring rank
-  int cores = 1;                   // of this node (std::thread::hardware_concurrency)
+  int cores = 1;                   // of this node (node_cores())
   int ranks_measuring = 1;         // ranks of this node that measured at once
   bool allreduce_measured = false;
   int allreduce_ranks = 0;
