@@ -248,6 +248,12 @@ bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int 
     out.push_back(std::move(item));
     ++taken;
   }
+  // Stopped by the share with every line read: say so now (no line is consumed), or replicas asking
+  // when nothing is open would be told "more" forever and the job would never end.
+  if (!exhausted_ && again_.empty() && next_index_ >= lines_) {
+    WorkItem none;
+    if (!next_input_row(none)) exhausted_ = true;
+  }
   if (!exhausted_) return true;
   // Rank 0's own replica keeps asking while other replicas hold rows: one that ends without
   // finishing them hands them back, and someone must be there to take them.
