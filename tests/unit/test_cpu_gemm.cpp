@@ -1,6 +1,6 @@
-// gemm_nt against a double-precision loop on the same (widened) weights: every weight type, both
-// paths, the AVX2 and the portable kernels, shapes that are not multiples of the vector width,
-// the register blocks or the thread split.
+// gemm_nt against a double-precision loop on the same (widened) weights: every weight type, every
+// path, every kernel family this CPU can run (portable, AVX2, AVX-512, AVX512_BF16), shapes that
+// are not multiples of the vector width, the register blocks or the thread split.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -48,6 +48,19 @@ TypedWeights make_weights(DType dtype, int64_t n, int64_t k, int64_t ld, std::mt
   return w;
 }
 
+// Whether gemm_nt computes these bf16 weights with vdpbf16ps, whose activations carry 16
+// significant bits (two bf16 terms, |x - hi - lo| <= 2^-16 |x|) instead of fp32's 24.
+bool takes_bf16dp(DType dtype, GemmPath path, int64_t m, int64_t k) {
+  if (dtype != DType::BF16 || gemm_isa() != GemmIsa::Avx512Bf16) return false;
+  if (path == GemmPath::Auto) path = gemm_auto_path(dtype, m, 1, k);
+  return path == GemmPath::RowBlocked;  // the row-blocked kernel; the broadcast one widens
+}
+
+// Relative to Σ|x·w| of an element: fp32 rounding, or the split activations' 2^-16 (1.5e-5).
+double rel_tolerance(DType dtype, GemmPath path, int64_t m, int64_t k) {
+  return takes_bf16dp(dtype, path, m, k) ? 2e-5 : 2e-6;
+}
+
 // Runs gemm_nt on one shape (with strided x/w/y when `strided`) and checks every element
 // against the double loop, tolerance relative to Σ|x·w| of that element.
 void check_shape(DType dtype, int64_t m, int64_t n, int64_t k, GemmPath path, bool strided = false) {
@@ -86,7 +99,7 @@ void check_shape(DType dtype, int64_t m, int64_t n, int64_t k, GemmPath path, bo
     for (int64_t j = 0; j < n && bad < 5; ++j) {
       const double ref = refs[size_t(2 * (i * n + j))], mag = refs[size_t(2 * (i * n + j) + 1)];
       const double got = y[size_t(i * ldy + j)];
-      const double tol = 2e-6 * mag + 1e-30;
+      const double tol = rel_tolerance(dtype, path, m, k) * mag + 1e-30;
       if (!(std::fabs(got - ref) <= tol)) {
         ADD_FAILURE() << "y[" << i << "][" << j << "] = " << got << ", expected " << ref << " (tol " << tol << ")";
         ++bad;
@@ -115,7 +128,7 @@ void check_all_shapes(GemmPath path) {
 class GemmIsaTest : public ::testing::TestWithParam<GemmIsa> {
  protected:
   void SetUp() override {
-    if (GetParam() == GemmIsa::Avx2Fma && gemm_isa() != GemmIsa::Avx2Fma) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+    if (GetParam() > gemm_isa()) GTEST_SKIP() << "this CPU cannot run " << gemm_isa_name(GetParam());
     set_gemm_isa_for_testing(GetParam());
   }
   void TearDown() override { reset_gemm_isa_for_testing(); }
@@ -173,7 +186,7 @@ TEST_P(GemmIsaTest, DecodeBatchShapes) {
 // (1 for fp32) to 63 gives the same bits. The engine's batching tests (tokens equal across
 // max_seqs, layouts) tolerate rounding differences between regimes; this pins what is exact.
 // The broadcast path (AVX2) sums each output lane over k in order whatever m is: one regime for
-// every m and k. Auto takes row-blocked, broadcast or panel by m (gemm.cpp): its results are
+// every m and k; so does the vdpbf16ps row kernel (AVX512_BF16, bf16 weights). Auto takes row-blocked, broadcast or panel by m (gemm.cpp): its results are
 // exact within each path's regimes (the panel path, OpenBLAS, is not checked here).
 std::vector<std::vector<int64_t>> exact_regimes(GemmPath path, DType dtype, int64_t k) {
   const bool half = dtype != DType::F32;
@@ -190,6 +203,9 @@ std::vector<std::vector<int64_t>> exact_regimes(GemmPath path, DType dtype, int6
     return out;
   }
   if (path == GemmPath::Broadcast && !portable) return {{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 31, 33, 63}};
+  // The vdpbf16ps row kernel sums each output over k in one order (lanes over k, one horizontal
+  // sum at the end) for every m.
+  if (path == GemmPath::RowBlocked && takes_bf16dp(dtype, path, 1, k)) return {{1, 2, 3, 4, 5, 6, 7, 16, 17, 31, 63}};
   if (portable || k <= 512) return {{half && !portable ? 2 : 1, 3, 4, 5, 6, 7, 16, 17, 31, 63}};
   return {{half ? 2 : 1, 2, 3}, {4, 5, 6, 7, 16, 17, 31, 63}};
 }
@@ -239,7 +255,9 @@ TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
 
 // Identity rows of x pick each weight out exactly: every widening (bf16 shift, F16C, the
 // portable fp16 arithmetic) must agree bit for bit with dtype.h's conversions on finite
-// specials — subnormals, the largest and smallest normals, negative zero.
+// specials — subnormals, the largest and smallest normals, negative zero. The vdpbf16ps kernels
+// (AVX512_BF16) do not widen: they read subnormal bf16 weights as zero, and every other value
+// exactly.
 TEST_P(GemmIsaTest, WideningIsExactOnSpecialValues) {
   const std::vector<uint16_t> f16 = {0x0001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x8000, 0x8001, 0x3c00, 0xbc00, 0x3555,
                                      0x0200, 0x83ff, 0x7800, 0x0000, 0x5640, 0xd640, 0x1234};
@@ -253,14 +271,15 @@ TEST_P(GemmIsaTest, WideningIsExactOnSpecialValues) {
     std::vector<uint16_t> w(size_t(n * k));
     for (int64_t j = 0; j < n; ++j)
       for (int64_t kk = 0; kk < k; ++kk) w[size_t(j * k + kk)] = vals[size_t((kk + j) % k)];
-    for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Panel})
+    for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Panel})
       for (int64_t m : {int64_t(1), k}) {  // m = 1 takes the single-row kernel
         std::vector<float> y(size_t(m * n), -1.0f);
         gemm_nt(x.data(), k, w.data(), k, dtype, y.data(), n, m, n, k, path);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             const uint16_t bits = w[size_t(j * k + i)];
-            const float want = dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+            float want = dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+            if (takes_bf16dp(dtype, path, m, k) && std::fpclassify(want) == FP_SUBNORMAL) want = 0.0f;
             EXPECT_EQ(y[size_t(i * n + j)], want) << dtype_name(dtype) << " bits 0x" << std::hex << bits
                                                   << " path " << gemm_path_name(path);
           }
@@ -268,9 +287,16 @@ TEST_P(GemmIsaTest, WideningIsExactOnSpecialValues) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, GemmIsaTest, ::testing::Values(GemmIsa::Avx2Fma, GemmIsa::Portable),
-                         [](const auto& info) { return std::string(gemm_isa_name(info.param)) == "portable"
-                                                           ? std::string("Portable") : std::string("Avx2Fma"); });
+INSTANTIATE_TEST_SUITE_P(Isa, GemmIsaTest,
+                         ::testing::Values(GemmIsa::Avx512Bf16, GemmIsa::Avx512, GemmIsa::Avx2Fma, GemmIsa::Portable),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case GemmIsa::Avx512Bf16: return std::string("Avx512Bf16");
+                             case GemmIsa::Avx512: return std::string("Avx512");
+                             case GemmIsa::Avx2Fma: return std::string("Avx2Fma");
+                             default: return std::string("Portable");
+                           }
+                         });
 
 // The same result on 1 thread, on the team, and when called from inside a parallel region
 // (where gemm_nt must not split: each caller thread computes its own call whole).

@@ -23,10 +23,18 @@ using detail::GemmArgs;
 GemmIsa detected_isa() {
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-    return GemmIsa::Avx2Fma;
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    return GemmIsa::Portable;
+#if defined(TPBATCH_GEMM_HAVE_AVX512)
+  // libgcc's cpu model also checks that the OS saves the zmm and mask registers (XCR0).
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return __builtin_cpu_supports("avx512bf16") ? GemmIsa::Avx512Bf16 : GemmIsa::Avx512;
 #endif
+  return GemmIsa::Avx2Fma;
+#else
   return GemmIsa::Portable;
+#endif
 }
 
 // -1: no override (use the detected ISA); else a GemmIsa forced by a test.
@@ -38,24 +46,33 @@ GemmIsa current_isa() {
   return forced < 0 ? detected : static_cast<GemmIsa>(forced);
 }
 
+// Whether the vdpbf16ps kernels take these weights.
+bool bf16dp(GemmIsa isa, DType wtype) { return isa == GemmIsa::Avx512Bf16 && wtype == DType::BF16; }
+
 void rows_kernel(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
+#if defined(TPBATCH_GEMM_HAVE_AVX512)
+  if (bf16dp(isa, a.wtype)) return detail::rows_bf16dp(a, n0, n1);
+#endif
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
-  if (isa == GemmIsa::Avx2Fma) return detail::rows_avx2(a, n0, n1);
+  if (isa >= GemmIsa::Avx2Fma) return detail::rows_avx2(a, n0, n1);
 #endif
   (void)isa;
   detail::rows_portable(a, n0, n1);
 }
 
 void broadcast_kernel(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
+#if defined(TPBATCH_GEMM_HAVE_AVX512)
+  if (isa >= GemmIsa::Avx512) return detail::broadcast_avx512(a, n0, n1);
+#endif
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
-  if (isa == GemmIsa::Avx2Fma) return detail::broadcast_avx2(a, n0, n1);
+  if (isa >= GemmIsa::Avx2Fma) return detail::broadcast_avx2(a, n0, n1);
 #endif
   detail::rows_portable(a, n0, n1);  // no portable broadcast kernel: the row-blocked one
 }
 
 void widen_kernel(GemmIsa isa, const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
-  if (isa == GemmIsa::Avx2Fma) return detail::widen_avx2(a, r0, rows, out);
+  if (isa >= GemmIsa::Avx2Fma) return detail::widen_avx2(a, r0, rows, out);
 #endif
   (void)isa;
   detail::widen_portable(a, r0, rows, out);
@@ -85,7 +102,7 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// Where Auto switches paths (AVX2). Measured with tpbatch_gemm_bench --threads 1 --clock cpu
+// Where Auto switches paths (AVX2; the AVX-512 table follows). Measured with tpbatch_gemm_bench --threads 1 --clock cpu
 // --path row-blocked|broadcast|panel-sgemm on Zen 3 (streamed weights, min of 3 interleaved runs,
 // load average 2-5 from other jobs; us per call; up = 2048 x 768, down = 768 x 2048, lm_head =
 // 32000 x 768):
@@ -105,18 +122,38 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // 704/892 at m = 12, 1215/1682 at m = 20), and fp16 slower at 8-32.
 // Panel vs row-blocked for 16-bit (earlier measurement, 1 and 2 threads): the panel path also
 // widens each weight once per call, so it wins late: m ~ 96 at k = 768, ~64-96 at k = 2048.
+// AVX-512 (Sapphire-Rapids-class Xeon, 2026-12-02; tpbatch_gemm_bench --threads 1 --clock cpu
+// --path ..., quiet machine, us per call; rb = row-blocked (AVX2 kernel, the vdpbf16ps one for bf16
+// on AVX512_BF16), bc = the zmm broadcast kernel):
+//   m:           2          4          6          8         10        16       128          512
+//   down F32  401/475    375/447    378/445    454/452                      bc 2270 pan 2663  bc 11968 pan 8456
+//   up   F32  401/449    396/435    393/438    471/515                      bc 2334 pan 2843  bc 9357 pan 8457
+//   lm   F32 5534/6640  6309/6656  6720/6654  7978/6697                             (m = 256: equal)
+//   down BF16 169/372    281/374    356/382    464/389                      bc 2205 pan 3432  bc 11571 pan 12052
+//   up   BF16 215/418    325/421    411/432    530/430
+//   lm   BF16 3593/6334  6020/6362  7825/6355  8966/6526
+//   down F16  170/370    215/370    252/370    322/380   430/409  625/400  bc 2191 pan 3429  bc 11282 pan 12040
+//   up   F16                                   374/445   482/427  707/433
+//   lm   F16                                  6394/6540 7903/6695
+// So on AVX-512: fp32 from m = 8 to the broadcast kernel (at 6 the row-blocked one is still 5-15%
+// faster on the layers) and from 256 to OpenBLAS (512: 30% faster than broadcast); bf16 from 6
+// (the layers' 5-7% loss at 6 weighs less than lm_head's 23% gain), fp16 from 10. The zmm kernel
+// beats widening + sgemm for 16-bit weights up to m = 512 (4-8%); from 512 the panel path takes
+// over anyway, as the broadcast kernel's packed x^T grows with m (m x k floats per thread).
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
+  if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 256 : 512;
   const bool deep = k > 1024;
   if (wtype == DType::F32) return deep ? 128 : 256;
   return deep ? 64 : 96;
 }
 
 // Rows of x from which the broadcast kernel replaces the row-blocked one (below
-// panel_min_rows; see the table above).
+// panel_min_rows; see the tables above).
 int64_t broadcast_min_rows(GemmIsa isa, DType wtype) {
   constexpr int64_t kNever = INT64_MAX;
   if (isa == GemmIsa::Portable) return kNever;  // no portable broadcast kernel
+  if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 8 : bf16dp(isa, wtype) ? 6 : 10;
   if (wtype == DType::F32) return 6;
   return kNever;
 }
@@ -149,13 +186,21 @@ const char* gemm_path_name(GemmPath path) {
   return "?";
 }
 
-const char* gemm_isa_name(GemmIsa isa) { return isa == GemmIsa::Avx2Fma ? "avx2-fma-f16c" : "portable"; }
+const char* gemm_isa_name(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::Portable: return "portable";
+    case GemmIsa::Avx2Fma: return "avx2-fma-f16c";
+    case GemmIsa::Avx512: return "avx512";
+    case GemmIsa::Avx512Bf16: return "avx512-bf16";
+  }
+  return "?";
+}
 
 GemmIsa gemm_isa() { return current_isa(); }
 
 void set_gemm_isa_for_testing(GemmIsa isa) {
-  if (isa == GemmIsa::Avx2Fma && detected_isa() != GemmIsa::Avx2Fma)
-    throw std::invalid_argument("set_gemm_isa_for_testing: this CPU lacks AVX2/FMA/F16C");
+  if (isa > detected_isa())
+    throw std::invalid_argument(std::string("set_gemm_isa_for_testing: this CPU cannot run ") + gemm_isa_name(isa));
   g_isa_override.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 

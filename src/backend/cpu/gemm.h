@@ -7,10 +7,12 @@
 // benchmarks/gemm_bench.cpp, see gemm.cpp):
 //  - row-blocked (decode, small m): each block of weight rows is read from memory once and used
 //    for every row of x while it sits in L1, so the cost is the weight stream until m makes it
-//    compute-bound. 16-bit weights are widened in registers (bf16: a 16-bit shift; fp16: F16C).
-//  - broadcast (decode batches, fp32 weights, m = 6..127-255; AVX2): y^T = W · x^T, x^T packed
-//    16 rows wide once per call, each weight broadcast against 16 rows of x with no horizontal
-//    sums; still one read of the weights per call, at a higher arithmetic rate.
+//    compute-bound. 16-bit weights are widened in registers (bf16: a 16-bit shift; fp16: F16C), or
+//    on AVX512_BF16 CPUs bf16 weights go through vdpbf16ps unwidened (gemm_avx512_bf16.cpp).
+//  - broadcast (decode batches; AVX2: fp32 weights, m = 6..127-255; AVX-512: every weight type,
+//    from m = 6-10 to 255-511): y^T = W · x^T, x^T packed 16 rows wide once per call, each
+//    weight broadcast against 16 rows of x with no horizontal sums; still one read of the weights
+//    per call, at a higher arithmetic rate.
 //  - panel (prefill, large m): a panel of weight rows, widened to fp32 in a thread-local scratch
 //    when 16-bit, goes through single-threaded OpenBLAS sgemm.
 //
@@ -45,9 +47,10 @@ GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k);
 const char* gemm_path_name(GemmPath path);
 
 // Instruction set of the hand-written kernels, detected once at run time (the project compiles
-// for x86-64-v2). An AVX-512 (and AVX512_BF16 vdpbf16ps) family would be a third value here;
-// none is written because no machine this project runs on can execute it, so it would be untested.
-enum class GemmIsa : uint8_t { Portable, Avx2Fma };
+// for x86-64-v2). Each level includes the ones before it: Avx512 adds the zmm broadcast kernel for
+// fp32 weights, Avx512Bf16 the vdpbf16ps kernels for bf16 weights (gemm_avx512_bf16.cpp); the
+// other weight types keep the AVX2 kernels there.
+enum class GemmIsa : uint8_t { Portable, Avx2Fma, Avx512, Avx512Bf16 };
 GemmIsa gemm_isa();
 const char* gemm_isa_name(GemmIsa isa);
 // Forces a kernel family (tests of the portable fallback). Asking for one the CPU lacks throws.

@@ -31,7 +31,14 @@ void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX2 1
 #endif
-// An AVX-512 family (zmm row blocks; vdpbf16ps for bf16 weights on AVX512_BF16 CPUs) would be
-// declared here; it is deliberately absent until a machine that can run its tests exists.
+
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 10)
+// AVX512F/BW/VL/DQ (gemm_avx512.cpp): the broadcast kernel on zmm registers, every weight type.
+void broadcast_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
+// AVX512_BF16 (gemm_avx512_bf16.cpp): bf16 weights through vdpbf16ps, activations split into two
+// bf16 terms; the row-blocked form, for a few rows of x.
+void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1);
+#define TPBATCH_GEMM_HAVE_AVX512 1
+#endif
 
 }  // namespace tpbatch::cpu::detail
