@@ -15,7 +15,6 @@
 #include "app/compute_plane.h"
 #include "backend/backend.h"
 #include "common/error.h"
-#include "common/node_cores.h"
 #include "common/version.h"
 #include "engine/progress.h"
 #include "engine/replica.h"
@@ -36,6 +35,7 @@
 #include "reliability/fault_injection.h"
 #include "reliability/liveness.h"
 #include "tokenizer/tokenizer.h"
+#include "topology/cpu_share.h"
 #include "topology/topology.h"
 
 namespace tpbatch {
@@ -67,9 +67,20 @@ int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& to
   return agreed;
 }
 
-int blas_threads(const JobSpec& job, const Topology& topo) {
-  if (job.engine.threads > 0) return static_cast<int>(job.engine.threads);
-  return std::max(1, node_cores() / topo.local_size);
+// This rank's CPU threads (BLAS and OpenMP) and where the number comes from, for the start-up line:
+// engine.threads, else the CPUs this rank may run on shared among the ranks of its machine that may
+// run on them too (topology/cpu_share.h, as plan --calibrate measures). Collective over the world
+// whether engine.threads is set or not: every rank calls it at the same point.
+struct CpuThreads {
+  int threads = 1;
+  std::string why;
+};
+CpuThreads cpu_threads(const JobSpec& job) {
+  const CpuShare share = cpu_share();
+  if (job.engine.threads > 0) return {static_cast<int>(job.engine.threads), "engine.threads"};
+  return {share.threads, std::to_string(share.own_cpus) + " CPU(s) this rank may run on, shared by up to " +
+                             std::to_string(share.sharing) + " of the machine's " + std::to_string(share.local_ranks) +
+                             " rank(s)"};
 }
 
 // One rank's job, filled in by run_job's steps in order. The members are in the order the steps
@@ -138,11 +149,15 @@ int open_results(RankJob& r) {
 
 // The CPU threads, and the backend with its tensor- and pipeline-parallel communicators.
 int make_backend(RankJob& r) {
-  openblas_set_num_threads(blas_threads(r.job, r.topo));
-  omp_set_num_threads(blas_threads(r.job, r.topo));  // the CPU backend's own loops (attention)
+  const CpuThreads cpu = cpu_threads(r.job);
+  openblas_set_num_threads(cpu.threads);
+  omp_set_num_threads(cpu.threads);  // the CPU backend's own loops (attention)
   const int code = collective_check([&] { r.plane = make_compute_plane(r.job, r.topo); });
   if (code) return code;
-  if (r.log) std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", r.plane.backend->name().c_str(), r.plane.reason.c_str());
+  if (r.log) {
+    std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", r.plane.backend->name().c_str(), r.plane.reason.c_str());
+    std::fprintf(stderr, "[tpbatch] CPU threads per rank: %d on rank 0 (%s)\n", cpu.threads, cpu.why.c_str());
+  }
   return 0;
 }
 

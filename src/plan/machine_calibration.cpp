@@ -15,7 +15,7 @@
 #include "backend/buffer.h"
 #include "backend/cpu/cpu_attention.h"
 #include "backend/cpu/gemm.h"
-#include "common/node_cores.h"
+#include "topology/cpu_share.h"
 
 namespace tpbatch {
 namespace {
@@ -318,11 +318,6 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
   c.prefill_attention_tflops = node_total(attention_flops(config, r.kv, prompts, prompt, 0, 1, 2)) / 1e12;
 }
 
-int threads_per_rank(const CalibrationRequest& r, int local_ranks) {
-  if (r.threads > 0) return r.threads;
-  return std::max(1, node_cores() / std::max(1, local_ranks));
-}
-
 }  // namespace
 
 int launched_world_size() {
@@ -356,8 +351,11 @@ Calibration calibrate_machine(const ModelConfig& config, const CalibrationReques
     MPI_Comm_size(g_node, &local);
   }
   c.ranks_measuring = local;
-  c.gemm_threads = threads_per_rank(request, local);
-  c.cores = node_cores();
+  // The threads a run's rank gets and the machine's CPUs, as run_job counts them (after MPI_Init:
+  // collective over the world under mpirun, this process's CPUs alone without it).
+  const CpuShare share = cpu_share();
+  c.gemm_threads = request.threads > 0 ? request.threads : share.threads;
+  c.cores = share.machine_cpus;
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(c.gemm_threads);
   measure_rates(config, request, c);

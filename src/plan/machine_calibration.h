@@ -1,10 +1,11 @@
 #pragma once
 // `tpbatch plan --calibrate`: measures this machine's rates for the cost model (plan/cost_model.h).
 // Every rank mpirun launched measures at once, each with the OpenMP threads a run's rank gets
-// (engine.threads, else cores / ranks on the node, as run_job's blas_threads), so the rates are
-// those of the run's layout: ranks sharing cores and memory bandwidth slow each other here as they
-// do in the run. A pass lasts from the node's first rank's start to its last rank's end (ranks
-// beyond the cores take turns); node totals = the node's ranks' work / that time (rank 0 reports them).
+// (engine.threads, else its share of the CPUs it may run on, topology/cpu_share.h, as run_job's), so
+// the rates are those of the run's layout: ranks sharing cores and memory bandwidth slow each other
+// here as they do in the run. A pass lasts from the node's first rank's start to its last rank's end
+// (ranks beyond the cores take turns); node totals = the node's ranks' work / that time (rank 0
+// reports them).
 //   read bandwidth   an OpenMP sum (16 independent sums a thread) over a 256 MiB float buffer per
 //                    rank, best of 5
 //   GEMM peak        cpu::gemm_nt fp32 at 512 x 2048 x 2048
@@ -45,7 +46,7 @@ namespace tpbatch {
 struct CalibrationRequest {
   bool memory = true;
   bool gemm = true;
-  int threads = 0;              // per rank; 0: cores / ranks on this node (at least 1)
+  int threads = 0;              // per rank; 0: cpu_share()'s threads (the run's default)
   DType weight = DType::F32;    // of the decode GEMMs
   DType kv = DType::F32;        // of the attention's cache
   int64_t rows = 32;            // decode attention: rows per step (per micro-batch)
@@ -71,7 +72,7 @@ struct Calibration {
   double layer_overhead_us = 0.0;         // element-wise work per row per layer, node equivalent
   double logits_overhead_us = 0.0;        // final norm + logit statistics per row, node equivalent
   int gemm_threads = 1;            // OpenMP threads of each measuring rank
-  int cores = 1;                   // of this node (node_cores())
+  int cores = 1;                   // of this machine: its ranks' CPUs (cpu_share()'s machine_cpus)
   int ranks_measuring = 1;         // ranks of this node that measured at once
   bool allreduce_measured = false;
   int allreduce_ranks = 0;

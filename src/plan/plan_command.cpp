@@ -246,7 +246,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
   // 0 goes on (and measures memory and GEMM alone, the others idle).
   // The GEMMs at the weights' dtype and the attention at the cache's, the row shape the speed
-  // report will use, and the threads a run's rank gets (engine.threads, else cores / ranks).
+  // report will use, and the threads a run's rank gets (engine.threads, else topology/cpu_share.h's).
   std::optional<Calibration> calibration;
   if (o.speed.calibrate) {
     CalibrationRequest req;
