@@ -7,14 +7,14 @@
 // 16 significant bits (|x - hi - lo| <= 2^-16 |x|) instead of bf16's 8; products and sums are
 // fp32. vdpbf16ps reads subnormal bf16 as zero: weights below 2^-126 in magnitude count as 0.
 //
-// Why only a few rows (gemm.cpp's Auto, m <= 3): one row of x is bound by the weight stream, and
+// Why only a few rows (gemm.cpp's Auto, m <= 5): one row of x is bound by the weight stream, and
 // here this kernel streams bf16 weights at the read bandwidth (measured on a Sapphire-Rapids-class
 // Xeon, tpbatch_gemm_bench --threads 1 --path row-blocked, m = 1: 14-16 GB/s against 11 GB/s for
 // the AVX2 widening kernel, 1.0x the machine's streaming read). From a few rows on the step is
 // compute-bound, and there vdpbf16ps loses: it retires one zmm instruction per 2 cycles (measured:
-// 1.9 G/s on 12 independent chains, against 7.7 G/s zmm FMAs), so its 32 products (16 useful,
-// with the split) cost what 4 FMAs of 16 do in half the time; the zmm broadcast kernel on weights
-// widened into L1 (gemm_avx512.cpp) runs near the FMA peak instead.
+// 1.9 G/s on 12 independent chains, against 7.7 G/s zmm FMAs), so 32 useful products (two
+// instructions, with the split) take 4 cycles where two FMAs take 1 (2 without the split); the
+// zmm broadcast kernel on weights widened into L1 (gemm_avx512.cpp) runs near the FMA rate.
 //
 // Each output is summed over k in one order (lanes over k, one horizontal sum at the end)
 // whatever m is, so a row's result does not depend on the batch it is in.
