@@ -16,8 +16,10 @@
 // GCC 12 flags its own AVX-512 intrinsics' _mm512_undefined_*() (self-initialised on purpose) as
 // uninitialised once they are inlined here; the warnings point into its headers, so they are off
 // from their inclusion on.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #pragma GCC push_options
