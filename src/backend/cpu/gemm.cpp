@@ -232,7 +232,7 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
   if (path == GemmPath::Panel && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 
   // Threads split n in units of 16 weight rows; a problem too small to pay for waking the team
-  // (passive OpenMP workers sleep) runs on the calling thread.
+  // (OpenMP workers sleep after a short spin) runs on the calling thread.
   constexpr int64_t kUnit = 16;
   const int64_t units = (n + kUnit - 1) / kUnit;
   const double flops = 2.0 * double(m) * double(n) * double(k);
