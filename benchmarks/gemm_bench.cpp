@@ -5,7 +5,7 @@
 // decode step of the whole model does (the model is far larger than L3).
 //   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
 //                      [--shapes qkv,down] [--nk NxK] [--types F32,BF16,F16,OpenBLAS] [--crossover 0|1]
-//                      [--isa portable|avx2-fma-f16c|avx512|avx512-bf16] [--hot 0|1] [--weight-offset 0..63]
+//                      [--isa portable|avx2-fma-f16c|avx512|avx512-bf16|amx-bf16] [--hot 0|1] [--weight-offset 0..63]
 //                      [--path auto|row-blocked|broadcast|panel-sgemm]
 // --nk 128x768 measures that one shape instead (with --hot 1 and n*k small enough for L2: the
 // kernel's arithmetic rate alone).
@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--isa")) {  // a kernel family at or below the detected one
       bool known = false;
       for (cpu::GemmIsa isa : {cpu::GemmIsa::Portable, cpu::GemmIsa::Avx2Fma, cpu::GemmIsa::Avx512,
-                               cpu::GemmIsa::Avx512Bf16})
+                               cpu::GemmIsa::Avx512Bf16, cpu::GemmIsa::Amx})
         if (!std::strcmp(argv[i + 1], cpu::gemm_isa_name(isa))) {
           if (isa > cpu::gemm_isa()) {
             std::fprintf(stderr, "--isa %s: this CPU runs at most %s\n", argv[i + 1],
@@ -237,7 +237,7 @@ int main(int argc, char** argv) {
           cpu::set_gemm_isa_for_testing(isa), known = true;
         }
       if (!known) {
-        std::fprintf(stderr, "--isa: portable, avx2-fma-f16c, avx512 or avx512-bf16, got %s\n", argv[i + 1]);
+        std::fprintf(stderr, "--isa: portable, avx2-fma-f16c, avx512, avx512-bf16 or amx-bf16, got %s\n", argv[i + 1]);
         return 2;
       }
     }
@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
                  "       [--shapes qkv,o_proj,gate_up,down,lm_head,up] [--nk NxK] [--types F32,BF16,F16,OpenBLAS]\n"
-                 "       [--crossover 0|1] [--isa portable|avx2-fma-f16c|avx512|avx512-bf16] [--hot 0|1] [--weight-offset 0..63]\n"
+                 "       [--crossover 0|1] [--isa portable|avx2-fma-f16c|avx512|avx512-bf16|amx-bf16] [--hot 0|1] [--weight-offset 0..63]\n"
                  "       [--path auto|row-blocked|broadcast|panel-sgemm]\n", argv[0]);
       return 2;
     }

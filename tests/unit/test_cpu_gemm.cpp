@@ -50,10 +50,12 @@ TypedWeights make_weights(DType dtype, int64_t n, int64_t k, int64_t ld, std::mt
 
 // Whether gemm_nt computes these bf16 weights with vdpbf16ps, whose activations carry 16
 // significant bits (two bf16 terms, |x - hi - lo| <= 2^-16 |x|) instead of fp32's 24.
+// So do AMX tiles (the panel path on AMX CPUs).
 bool takes_bf16dp(DType dtype, GemmPath path, int64_t m, int64_t k) {
-  if (dtype != DType::BF16 || gemm_isa() != GemmIsa::Avx512Bf16) return false;
+  if (dtype != DType::BF16 || gemm_isa() < GemmIsa::Avx512Bf16) return false;
   if (path == GemmPath::Auto) path = gemm_auto_path(dtype, m, 1, k);
-  return path == GemmPath::RowBlocked;  // the row-blocked kernel; the broadcast one widens
+  // the row-blocked kernel; the broadcast one widens
+  return path == GemmPath::RowBlocked || (path == GemmPath::Panel && gemm_isa() == GemmIsa::Amx);
 }
 
 // Relative to Σ|x·w| of an element: fp32 rounding, or the split activations' 2^-16 (1.5e-5).
@@ -186,14 +188,14 @@ TEST_P(GemmIsaTest, DecodeBatchShapes) {
 // (1 for fp32) to 63 gives the same bits. The engine's batching tests (tokens equal across
 // max_seqs, layouts) tolerate rounding differences between regimes; this pins what is exact.
 // The broadcast path (AVX2) sums each output lane over k in order whatever m is: one regime for
-// every m and k; so does the vdpbf16ps row kernel (AVX512_BF16, bf16 weights). Auto takes row-blocked, broadcast or panel by m (gemm.cpp): its results are
+// every m and k; so do the vdpbf16ps row kernel (AVX512_BF16, bf16 weights) and the AMX tiles. Auto takes row-blocked, broadcast or panel by m (gemm.cpp): its results are
 // exact within each path's regimes (the panel path, OpenBLAS, is not checked here).
 std::vector<std::vector<int64_t>> exact_regimes(GemmPath path, DType dtype, int64_t k) {
   const bool half = dtype != DType::F32;
   const bool portable = gemm_isa() == GemmIsa::Portable;
   if (path == GemmPath::Auto) {
     std::vector<std::vector<int64_t>> out;
-    for (GemmPath p : {GemmPath::RowBlocked, GemmPath::Broadcast})
+    for (GemmPath p : {GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Panel})
       for (const auto& regime : exact_regimes(p, dtype, k)) {
         std::vector<int64_t> taken;  // the m of this regime that Auto sends down path p
         for (int64_t m : regime)
@@ -202,6 +204,10 @@ std::vector<std::vector<int64_t>> exact_regimes(GemmPath path, DType dtype, int6
       }
     return out;
   }
+  // AMX tiles sum each output over k in one order for every m; OpenBLAS's panel is not checked.
+  if (path == GemmPath::Panel)
+    return takes_bf16dp(dtype, path, 1, k) ? std::vector<std::vector<int64_t>>{{1, 2, 3, 4, 5, 16, 17, 31, 33, 63}}
+                                           : std::vector<std::vector<int64_t>>{};
   if (path == GemmPath::Broadcast && !portable) return {{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 31, 33, 63}};
   // The vdpbf16ps row kernel sums each output over k in one order (lanes over k, one horizontal
   // sum at the end) for every m.
@@ -214,7 +220,7 @@ TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
   std::mt19937 rng(99);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int64_t n = 37, max_m = 63;
-  for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Auto})
+  for (GemmPath path : {GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Panel, GemmPath::Auto})
   for (DType dtype : kTypes)
     for (int64_t k : {int64_t(300), int64_t(1031)}) {
       SCOPED_TRACE(gemm_path_name(path));
@@ -228,7 +234,7 @@ TEST_P(GemmIsaTest, RowResultsDoNotDependOnTheOtherRows) {
       };
       // Regimes of m whose results must agree bit for bit, row by row.
       const std::vector<std::vector<int64_t>> regimes = exact_regimes(path, dtype, k);
-      if (path != GemmPath::Auto) EXPECT_FALSE(regimes.empty());
+      if (path == GemmPath::RowBlocked || path == GemmPath::Broadcast) EXPECT_FALSE(regimes.empty());
       for (const auto& regime : regimes) {
         const std::vector<float> ref = run(x, regime.back());
         for (int64_t m : regime) {
@@ -288,9 +294,11 @@ TEST_P(GemmIsaTest, WideningIsExactOnSpecialValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, GemmIsaTest,
-                         ::testing::Values(GemmIsa::Avx512Bf16, GemmIsa::Avx512, GemmIsa::Avx2Fma, GemmIsa::Portable),
+                         ::testing::Values(GemmIsa::Amx, GemmIsa::Avx512Bf16, GemmIsa::Avx512, GemmIsa::Avx2Fma,
+                                           GemmIsa::Portable),
                          [](const auto& info) {
                            switch (info.param) {
+                             case GemmIsa::Amx: return std::string("Amx");
                              case GemmIsa::Avx512Bf16: return std::string("Avx512Bf16");
                              case GemmIsa::Avx512: return std::string("Avx512");
                              case GemmIsa::Avx2Fma: return std::string("Avx2Fma");

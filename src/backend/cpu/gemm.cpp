@@ -29,7 +29,13 @@ GemmIsa detected_isa() {
   // libgcc's cpu model also checks that the OS saves the zmm and mask registers (XCR0).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return __builtin_cpu_supports("avx512bf16") ? GemmIsa::Avx512Bf16 : GemmIsa::Avx512;
+  {
+    if (!__builtin_cpu_supports("avx512bf16")) return GemmIsa::Avx512;
+#if defined(TPBATCH_GEMM_HAVE_AMX)
+    if (detail::amx_bf16_usable()) return GemmIsa::Amx;
+#endif
+    return GemmIsa::Avx512Bf16;
+  }
 #endif
   return GemmIsa::Avx2Fma;
 #else
@@ -47,7 +53,9 @@ GemmIsa current_isa() {
 }
 
 // Whether the vdpbf16ps kernels take these weights.
-bool bf16dp(GemmIsa isa, DType wtype) { return isa == GemmIsa::Avx512Bf16 && wtype == DType::BF16; }
+bool bf16dp(GemmIsa isa, DType wtype) { return isa >= GemmIsa::Avx512Bf16 && wtype == DType::BF16; }
+// Whether the panel path runs these weights on AMX tiles.
+bool amx(GemmIsa isa, DType wtype) { return isa == GemmIsa::Amx && wtype == DType::BF16; }
 
 void rows_kernel(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 #if defined(TPBATCH_GEMM_HAVE_AVX512)
@@ -85,6 +93,9 @@ constexpr int64_t kPanelBytes = 384 << 10;
 
 void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   if (n1 <= n0) return;
+#if defined(TPBATCH_GEMM_HAVE_AMX)
+  if (amx(isa, a.wtype)) return detail::bf16_amx(a, n0, n1);
+#endif
   if (a.wtype == DType::F32) {
     const float* w = static_cast<const float*>(a.w) + n0 * a.ldw;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(a.m), int(n1 - n0), int(a.k), 1.0f, a.x, int(a.ldx), w,
@@ -140,8 +151,17 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // (the layers' 5-7% loss at 6 weighs less than lm_head's 23% gain), fp16 from 10. The zmm kernel
 // beats widening + sgemm for 16-bit weights up to m = 512 (4-8%); from 512 the panel path takes
 // over anyway, as the broadcast kernel's packed x^T grows with m (m x k floats per thread).
+// AMX, bf16 (same machine and command; us per call, rb = the vdpbf16ps row kernel, bc = zmm
+// broadcast, amx = tiles; xPeak: GFLOP/s over the fp32 sgemm peak of the core, 214):
+//   m:          1          2          3          4          16         32         128         512
+//   down rb/amx 217/231   210/223    209/223    323/225  bc 506/226  bc 691/261  bc 2202/653  bc 13679/4515
+//   up   rb/amx 250/281   263/279    288/274    396/275  bc 526/281  bc 728/398  bc 2306/778  bc 9484/3033
+//   lm   rb/amx 3816/4299 3985/4338  4499/4332  6207/4331 bc 8194/4476 bc 11575/6346       bc 148397/56885
+// The tiles stream the weights at the read bandwidth up to m = 16 and reach 1.7-2.6x the fp32
+// sgemm peak at m = 128-512; so bf16 goes to them from m = 3 (equal there), for every larger m.
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
+  if (amx(isa, wtype)) return 3;
   if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 256 : 512;
   const bool deep = k > 1024;
   if (wtype == DType::F32) return deep ? 128 : 256;
@@ -192,6 +212,7 @@ const char* gemm_isa_name(GemmIsa isa) {
     case GemmIsa::Avx2Fma: return "avx2-fma-f16c";
     case GemmIsa::Avx512: return "avx512";
     case GemmIsa::Avx512Bf16: return "avx512-bf16";
+    case GemmIsa::Amx: return "amx-bf16";
   }
   return "?";
 }

@@ -14,7 +14,8 @@
 //    weight broadcast against 16 rows of x with no horizontal sums; still one read of the weights
 //    per call, at a higher arithmetic rate.
 //  - panel (prefill, large m): a panel of weight rows, widened to fp32 in a thread-local scratch
-//    when 16-bit, goes through single-threaded OpenBLAS sgemm.
+//    when 16-bit, goes through single-threaded OpenBLAS sgemm; on AMX CPUs bf16 weights go to
+//    AMX tiles instead (gemm_amx.cpp), from m = 3.
 //
 // Threading: ONE thread team, OpenMP's. gemm_nt splits n over omp_get_max_threads() threads when
 // called from serial code; called inside an active parallel region it runs on the calling thread
@@ -48,9 +49,10 @@ const char* gemm_path_name(GemmPath path);
 
 // Instruction set of the hand-written kernels, detected once at run time (the project compiles
 // for x86-64-v2). Each level includes the ones before it: Avx512 adds the zmm broadcast kernel for
-// fp32 weights, Avx512Bf16 the vdpbf16ps kernels for bf16 weights (gemm_avx512_bf16.cpp); the
-// other weight types keep the AVX2 kernels there.
-enum class GemmIsa : uint8_t { Portable, Avx2Fma, Avx512, Avx512Bf16 };
+// fp32 weights, Avx512Bf16 the vdpbf16ps kernels for bf16 weights (gemm_avx512_bf16.cpp), Amx
+// AMX tiles for bf16 weights (gemm_amx.cpp; the CPU has AMX-BF16 and Linux granted the tile
+// state); the other weight types keep the AVX2 kernels there.
+enum class GemmIsa : uint8_t { Portable, Avx2Fma, Avx512, Avx512Bf16, Amx };
 GemmIsa gemm_isa();
 const char* gemm_isa_name(GemmIsa isa);
 // Forces a kernel family (tests of the portable fallback). Asking for one the CPU lacks throws.

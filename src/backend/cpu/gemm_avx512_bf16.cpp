@@ -69,7 +69,7 @@ inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 // x[0..k) split into hi[0..kpad) and lo[0..kpad) bf16 (kpad: k rounded up to 32), zero past k.
 // lo is 0 where x is not finite (an infinite x keeps its infinity in hi instead of a NaN from
 // inf - inf).
-void split_row(const float* x, int64_t k, int64_t kpad, uint16_t* hi, uint16_t* lo) {
+void split_bf16_impl(const float* x, int64_t k, int64_t kpad, uint16_t* hi, uint16_t* lo) {
   for (int64_t kk = 0; kk < kpad; kk += 32) {
     const int64_t left = k - kk;
     const __mmask16 m0 = left >= 16 ? __mmask16(0xffff) : left > 0 ? __mmask16((1u << left) - 1) : 0;
@@ -144,11 +144,15 @@ inline void rows_of_x(int mb, const uint16_t* w, int64_t ldw, const uint16_t* xs
 
 }  // namespace
 
+void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* hi, uint16_t* lo) {
+  split_bf16_impl(x, k, kpad, hi, lo);
+}
+
 void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t k = a.k, kpad = round_up(k, 32);
   thread_local AlignedWords xs_mem;
   auto* xs = reinterpret_cast<uint16_t*>(xs_mem.get(size_t(a.m * kpad)));  // m rows x (hi, lo) x kpad bf16
-  for (int64_t i = 0; i < a.m; ++i) split_row(a.x + i * a.ldx, k, kpad, xs + i * 2 * kpad, xs + i * 2 * kpad + kpad);
+  for (int64_t i = 0; i < a.m; ++i) split_bf16_impl(a.x + i * a.ldx, k, kpad, xs + i * 2 * kpad, xs + i * 2 * kpad + kpad);
   const auto* w = static_cast<const uint16_t*>(a.w);
   constexpr int R = 4;
   int64_t j = n0;

@@ -38,7 +38,18 @@ void broadcast_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
 // AVX512_BF16 (gemm_avx512_bf16.cpp): bf16 weights through vdpbf16ps, activations split into two
 // bf16 terms; the row-blocked form, for a few rows of x.
 void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1);
+// x[0..k) as two bf16 terms, hi = bf16(x) and lo = bf16(x - hi), each zero-padded to kpad (a
+// multiple of 32); hi and lo 64-byte aligned. For the vdpbf16ps and AMX kernels.
+void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* hi, uint16_t* lo);
 #define TPBATCH_GEMM_HAVE_AVX512 1
+#endif
+
+#if defined(TPBATCH_GEMM_HAVE_AVX512) && defined(__linux__) && !defined(__clang__) && __GNUC__ >= 11
+// AMX-TILE + AMX-BF16 (gemm_amx.cpp): bf16 weights on tiles, x split as for vdpbf16ps.
+// amx_bf16_usable() checks the CPU and asks Linux for the tile state (once per process).
+bool amx_bf16_usable();
+void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1);
+#define TPBATCH_GEMM_HAVE_AMX 1
 #endif
 
 }  // namespace tpbatch::cpu::detail
