@@ -147,21 +147,25 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 //   up   F16                                   374/445   482/427  707/433
 //   lm   F16                                  6394/6540 7903/6695
 // So on AVX-512: fp32 from m = 8 to the broadcast kernel (at 6 the row-blocked one is still 5-15%
-// faster on the layers) and from 256 to OpenBLAS (512: 30% faster than broadcast); bf16 from 6
-// (the layers' 5-7% loss at 6 weighs less than lm_head's 23% gain), fp16 from 10. The zmm kernel
+// faster on the layers) and from 256 to OpenBLAS (512: 30% faster than broadcast); fp16 from 10
+// (bf16: below, after the AMX table; the rb column here is the two-term vdpbf16ps kernel). The zmm kernel
 // beats widening + sgemm for 16-bit weights up to m = 512 (4-8%); from 512 the panel path takes
 // over anyway, as the broadcast kernel's packed x^T grows with m (m x k floats per thread).
-// AMX, bf16 (same machine and command; us per call, rb = the vdpbf16ps row kernel, bc = zmm
-// broadcast, amx = tiles; xPeak: GFLOP/s over the fp32 sgemm peak of the core, 214):
-//   m:          1          2          3          4          16         32         128         512
-//   down rb/amx 217/231   210/223    209/223    323/225  bc 506/226  bc 691/261  bc 2202/653  bc 13679/4515
-//   up   rb/amx 250/281   263/279    288/274    396/275  bc 526/281  bc 728/398  bc 2306/778  bc 9484/3033
-//   lm   rb/amx 3816/4299 3985/4338  4499/4332  6207/4331 bc 8194/4476 bc 11575/6346       bc 148397/56885
-// The tiles stream the weights at the read bandwidth up to m = 16 and reach 1.7-2.6x the fp32
-// sgemm peak at m = 128-512; so bf16 goes to them from m = 3 (equal there), for every larger m.
+// AMX, bf16 (same machine and command, x split in three terms in both kernels; us per call, rb = the
+// vdpbf16ps row kernel, amx = tiles, bc = the zmm broadcast kernel; xPeak: GFLOP/s over the fp32
+// sgemm peak of the core, ~210):
+//   m:          1          2          3          4          16          32          128         512
+//   down rb/amx 219/239   213/231    285/225    381/223  bc 506/228  bc 691/280  bc 2202/903  bc 13679/6307
+//   up   rb/amx 273/288   308/280    391/277    526/277  bc 526/286  bc 728/467  bc 2306/937  bc 9484/5272
+//   lm   rb/amx 4238/4429 4759/4307  6290/4356  8334/4357 bc 8194/4502 bc 11575/7310         bc 148397/94553
+// The tiles stream the weights at the read bandwidth up to m = 16 and reach 1.2-2.1x the fp32
+// sgemm peak at m = 128-512; so bf16 goes to them from m = 2, for every larger m. Without AMX
+// (--isa avx512-bf16) the row kernel against the broadcast one: m = 3 down 288/439, up 381/475,
+// lm 5853/7288; m = 4 382/439, 509/475, 7966/7425; m = 5 453/440, 499/475, 8452/7511: broadcast
+// from m = 4.
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
-  if (amx(isa, wtype)) return 3;
+  if (amx(isa, wtype)) return 2;
   if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 256 : 512;
   const bool deep = k > 1024;
   if (wtype == DType::F32) return deep ? 128 : 256;
@@ -173,7 +177,7 @@ int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
 int64_t broadcast_min_rows(GemmIsa isa, DType wtype) {
   constexpr int64_t kNever = INT64_MAX;
   if (isa == GemmIsa::Portable) return kNever;  // no portable broadcast kernel
-  if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 8 : bf16dp(isa, wtype) ? 6 : 10;
+  if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 8 : bf16dp(isa, wtype) ? 4 : 10;
   if (wtype == DType::F32) return 6;
   return kNever;
 }

@@ -6,12 +6,12 @@
 // [n][k] rows (16 rows x 64 bytes per tile, no repacking); x is the right operand, which AMX wants
 // in pairs of k ("VNNI": tile row p holds, for each of 16 rows of x, its elements 2p and 2p + 1),
 // so x is split and transposed once per call (m x k, small beside the n x k weights). As in the
-// vdpbf16ps kernel (gemm_avx512_bf16.cpp) x is split into two bf16 terms, hi + lo, each tile of
-// weights meets both, and the activations keep 16 significant bits; products and sums are fp32.
-// Subnormal bf16 weights count as 0.
+// vdpbf16ps kernel (gemm_avx512_bf16.cpp) x is split into three bf16 terms, hi + mid + lo (x to
+// fp32's rounding), and each tile of weights meets all three: fp32 arithmetic on the widened
+// weights up to summation order. Subnormal bf16 weights count as 0.
 //
 // Blocking: 32 weight rows x 32 rows of x per pass over k, in the 8 tile registers: 4 sums
-// (2 x 2 blocks of 16 x 16), 2 weight tiles, 2 x tiles (hi, then lo). Each output is summed over
+// (2 x 2 blocks of 16 x 16), 2 weight tiles, 2 x tiles (hi and mid, then lo). Each output is summed over
 // k in one order whatever m is. Rows of weights past n (the last block) and the last k step when
 // k is not a multiple of 32 come from zero-padded copies, never from past the end of a row.
 //
@@ -85,7 +85,7 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Tile registers: sums C[weight block][x block], weight tiles A0/A1, x tiles (hi, lo). Macros of
+// Tile registers: sums C[weight block][x block], weight tiles A0/A1, two x tiles. Macros of
 // literal numbers: the intrinsics paste them into the instruction text.
 #define kC00 0
 #define kC10 1
@@ -93,10 +93,12 @@ struct alignas(64) TileConfig {
 #define kC11 3
 #define kA0 4
 #define kA1 5
-#define kXh 6
-#define kXl 7
+#define kX0 6
+#define kX1 7
 constexpr int64_t kTileBytes = 1024;  // 16 rows x 64 bytes
 constexpr int kPrefetchSteps = 4;     // weight lines fetched this many k steps ahead
+static_assert(kSplitTerms == 3);
+constexpr int64_t kStepWords = kSplitTerms * 256;  // per block of 16 rows of x and k step: 3 tiles
 
 // The tile of weights for one block of 16 rows at k step s: straight from the rows when they are
 // all there, else from a zero-padded copy (the last block of rows, or the tail step of k).
@@ -135,22 +137,31 @@ inline void tile_pass(const WeightBlock (&wb)[2], const uint32_t* xt, int64_t st
     }
     _tile_loadd(kA0, wb[0].at(s), wb[0].stride_at(s));
     if constexpr (NB == 2) _tile_loadd(kA1, wb[1].at(s), wb[1].stride_at(s));
-    // x block i, step s: hi pairs then lo pairs, each 16 rows of 64 bytes.
-    const uint32_t* x0 = xt + s * 512;
-    _tile_loadd(kXh, x0, 64);
-    _tile_loadd(kXl, x0 + 256, 64);
-    _tile_dpbf16ps(kC00, kA0, kXh);
-    if constexpr (NB == 2) _tile_dpbf16ps(kC10, kA1, kXh);
-    _tile_dpbf16ps(kC00, kA0, kXl);
-    if constexpr (NB == 2) _tile_dpbf16ps(kC10, kA1, kXl);
-    if constexpr (MB == 2) {
-      const uint32_t* x1 = x0 + xblock_words;
-      _tile_loadd(kXh, x1, 64);
-      _tile_loadd(kXl, x1 + 256, 64);
-      _tile_dpbf16ps(kC01, kA0, kXh);
-      if constexpr (NB == 2) _tile_dpbf16ps(kC11, kA1, kXh);
-      _tile_dpbf16ps(kC01, kA0, kXl);
-      if constexpr (NB == 2) _tile_dpbf16ps(kC11, kA1, kXl);
+    // x block i, step s: its hi, mid and lo pair tiles (16 rows of 64 bytes each), into the two x
+    // tiles in turn; every sum takes hi, mid, lo in that order.
+    for (int i = 0; i < MB; ++i) {
+      const uint32_t* xs = xt + s * kStepWords + i * xblock_words;
+      _tile_loadd(kX0, xs, 64);
+      _tile_loadd(kX1, xs + 256, 64);
+      if (i == 0) {
+        _tile_dpbf16ps(kC00, kA0, kX0);
+        if constexpr (NB == 2) _tile_dpbf16ps(kC10, kA1, kX0);
+        _tile_dpbf16ps(kC00, kA0, kX1);
+        if constexpr (NB == 2) _tile_dpbf16ps(kC10, kA1, kX1);
+      } else {
+        _tile_dpbf16ps(kC01, kA0, kX0);
+        if constexpr (NB == 2) _tile_dpbf16ps(kC11, kA1, kX0);
+        _tile_dpbf16ps(kC01, kA0, kX1);
+        if constexpr (NB == 2) _tile_dpbf16ps(kC11, kA1, kX1);
+      }
+      _tile_loadd(kX0, xs + 512, 64);
+      if (i == 0) {
+        _tile_dpbf16ps(kC00, kA0, kX0);
+        if constexpr (NB == 2) _tile_dpbf16ps(kC10, kA1, kX0);
+      } else {
+        _tile_dpbf16ps(kC01, kA0, kX0);
+        if constexpr (NB == 2) _tile_dpbf16ps(kC11, kA1, kX0);
+      }
     }
   }
 }
@@ -166,27 +177,29 @@ void store_transposed(const float* sums, float* y, int64_t ldy, int64_t rows_x, 
 void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t m = a.m, k = a.k, steps = (k + 31) / 32, kpad = steps * 32;
   const int64_t xblocks = (m + 15) / 16;
-  const int64_t xblock_words = steps * 512;  // per block of 16 rows of x: steps x (hi, lo) x 256 words
+  const int64_t xblock_words = steps * kStepWords;  // per block of 16 rows of x
   thread_local AlignedWords xt_mem, split_mem, edge_mem, sums_mem;
   uint32_t* const xt = xt_mem.get(size_t(xblocks * xblock_words));
-  auto* const split = reinterpret_cast<uint16_t*>(split_mem.get(size_t(16 * kpad)));  // 16 rows x (hi, lo)
-  // x: each block of 16 rows split into hi/lo bf16 rows, then transposed into pair-major tiles:
+  // 16 rows x kSplitTerms x kpad bf16, two to a word
+  auto* const split = reinterpret_cast<uint16_t*>(split_mem.get(size_t(16 * kSplitTerms * kpad / 2)));
+  // x: each block of 16 rows split into hi/mid/lo bf16 rows, then transposed into pair-major tiles:
   // tile row p of step s holds dword (s * 16 + p) of each of the 16 rows.
   for (int64_t xb = 0; xb < xblocks; ++xb) {
     const int64_t rows = std::min<int64_t>(16, m - xb * 16);
     for (int64_t i = 0; i < 16; ++i) {
-      uint16_t* hi = split + i * 2 * kpad;
+      uint16_t* terms = split + i * kSplitTerms * kpad;
       if (i < rows)
-        split_bf16(a.x + (xb * 16 + i) * a.ldx, k, kpad, hi, hi + kpad);
+        split_bf16(a.x + (xb * 16 + i) * a.ldx, k, kpad, terms);
       else
-        std::memset(hi, 0, size_t(2 * kpad) * 2);
+        std::memset(terms, 0, size_t(kSplitTerms * kpad) * 2);
     }
+    // dword index of row i's start (a row's terms are kSplitTerms * kpad / 2 words)
     const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(int(kpad)));  // dword index of row i's start
+                                           _mm512_set1_epi32(int(kSplitTerms * kpad / 2)));
     for (int64_t s = 0; s < steps; ++s)
-      for (int part = 0; part < 2; ++part) {
+      for (int part = 0; part < kSplitTerms; ++part) {
         const auto* base = reinterpret_cast<const int*>(split + part * kpad) + s * 16;
-        uint32_t* dst = xt + xb * xblock_words + s * 512 + part * 256;
+        uint32_t* dst = xt + xb * xblock_words + s * kStepWords + part * 256;
         for (int p = 0; p < 16; ++p)
           _mm512_store_si512(dst + p * 16, _mm512_i32gather_epi32(idx, base + p, 4));
       }
@@ -253,7 +266,7 @@ void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1) {
 #undef kC11
 #undef kA0
 #undef kA1
-#undef kXh
-#undef kXl
+#undef kX0
+#undef kX1
 #pragma GCC pop_options
 #endif  // TPBATCH_GEMM_HAVE_AMX

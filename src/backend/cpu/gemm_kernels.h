@@ -38,9 +38,11 @@ void broadcast_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
 // AVX512_BF16 (gemm_avx512_bf16.cpp): bf16 weights through vdpbf16ps, activations split into two
 // bf16 terms; the row-blocked form, for a few rows of x.
 void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1);
-// x[0..k) as two bf16 terms, hi = bf16(x) and lo = bf16(x - hi), each zero-padded to kpad (a
-// multiple of 32); hi and lo 64-byte aligned. For the vdpbf16ps and AMX kernels.
-void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* hi, uint16_t* lo);
+// x[0..k) as kSplitTerms bf16 terms (hi = bf16(x), mid = bf16(x - hi), lo = bf16(x - hi - mid):
+// their sum is x to fp32's rounding), term t at terms + t * kpad, each zero-padded to kpad (a
+// multiple of 32); terms 64-byte aligned. For the vdpbf16ps and AMX kernels.
+inline constexpr int kSplitTerms = 3;
+void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* terms);
 #define TPBATCH_GEMM_HAVE_AVX512 1
 #endif
 
