@@ -55,28 +55,10 @@ bool amx_bf16_usable() {
 
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
-
-// A growable 64-byte-aligned buffer of 32-bit words with internal linkage (see gemm_avx512.cpp).
-struct AlignedWords {
-  uint32_t* p = nullptr;
-  size_t cap = 0;
-  AlignedWords() = default;
-  AlignedWords(const AlignedWords&) = delete;
-  AlignedWords& operator=(const AlignedWords&) = delete;
-  ~AlignedWords() { std::free(p); }
-  uint32_t* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      cap = (n + 15) / 16 * 16;
-      p = static_cast<uint32_t*>(std::aligned_alloc(64, cap * 4));
-      if (!p) throw std::bad_alloc();
-    }
-    return p;
-  }
-};
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
@@ -178,7 +160,7 @@ void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t m = a.m, k = a.k, steps = (k + 31) / 32, kpad = steps * 32;
   const int64_t xblocks = (m + 15) / 16;
   const int64_t xblock_words = steps * kStepWords;  // per block of 16 rows of x
-  thread_local AlignedWords xt_mem, split_mem, edge_mem, sums_mem;
+  thread_local AlignedScratch<uint32_t> xt_mem, split_mem, edge_mem, sums_mem;
   uint32_t* const xt = xt_mem.get(size_t(xblocks * xblock_words));
   // 16 rows x kSplitTerms x kpad bf16, two to a word
   auto* const split = reinterpret_cast<uint16_t*>(split_mem.get(size_t(16 * kSplitTerms * kpad / 2)));

@@ -16,6 +16,7 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -284,27 +285,6 @@ constexpr int kBcastRows = 16;  // rows of x per block (2 ymm per step of k)
 constexpr int kBcastWeightRows = 6;  // R: 6 x 2 accumulators + 2 x vectors + 1 broadcast
 constexpr int kBcastUnroll = 8;  // steps of k per unrolled group (divides 16: the prefetch period)
 
-// A growable 64-byte-aligned float buffer. Not std::vector: its member templates instantiated
-// under this file's target pragma could be emitted with AVX2 code and picked by the linker for
-// the whole program (see the top of the file); this type has internal linkage.
-struct AlignedFloats {
-  float* p = nullptr;
-  size_t cap = 0;
-  AlignedFloats() = default;
-  AlignedFloats(const AlignedFloats&) = delete;
-  AlignedFloats& operator=(const AlignedFloats&) = delete;
-  ~AlignedFloats() { std::free(p); }
-  float* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      cap = (n + 15) / 16 * 16;
-      p = static_cast<float*>(std::aligned_alloc(64, cap * 4));
-      if (!p) throw std::bad_alloc();
-    }
-    return p;
-  }
-};
-
 // acc_io[r][0..8V) += Σ_kk w_r[kk] · xt[kk][0..8V) over kk < len; w_r = wr + r * ldw (fp32).
 // With `load` false the sums start from zero. pf: the next block's rows (same ldw), prefetched
 // one cache line per 16 steps; nullptr for none.
@@ -394,7 +374,7 @@ void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
   // The last block may be narrow (<= 8 rows left): one ymm per step, half the FMAs.
   const int last_rows = int(m - (blocks - 1) * width);
   const int last_v = last_rows <= 8 ? 1 : V;
-  thread_local AlignedFloats xt_mem, acc_mem, wide_mem;
+  thread_local AlignedScratch<float> xt_mem, acc_mem, wide_mem;
   float* const xt_all = xt_mem.get(size_t(blocks * width * k));
   float* const acc_all = acc_mem.get(size_t(blocks * R * width));
   for (int64_t b = 0; b < blocks; ++b) {

@@ -24,6 +24,7 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -41,25 +42,6 @@ constexpr int kUnroll = 8;  // steps of k per unrolled group (divides 16: the pr
 // (tpbatch_gemm_bench --path broadcast, up/down, 1 thread): slices of 128 beat 256 by 3-10%,
 // 512-4096 by 10-25%.
 constexpr int64_t kKc = 128;
-
-// A growable 64-byte-aligned float buffer with internal linkage (not std::vector: see the top).
-struct AlignedFloats {
-  float* p = nullptr;
-  size_t cap = 0;
-  AlignedFloats() = default;
-  AlignedFloats(const AlignedFloats&) = delete;
-  AlignedFloats& operator=(const AlignedFloats&) = delete;
-  ~AlignedFloats() { std::free(p); }
-  float* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      cap = (n + 15) / 16 * 16;
-      p = static_cast<float*>(std::aligned_alloc(64, cap * 4));
-      if (!p) throw std::bad_alloc();
-    }
-    return p;
-  }
-};
 
 // acc_io[r][0..16V) += Σ_kk w_r[kk] · xt[kk][0..16V) over kk < len, w_r = wr + r * ldw. With
 // `load` false the sums start from zero. pf: the next block of weight rows, one line per 16 steps.
@@ -145,7 +127,7 @@ void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t blocks = (m + width - 1) / width;
   const int last_rows = int(m - (blocks - 1) * width);
   const int last_v = last_rows <= 16 ? 1 : 2;
-  thread_local AlignedFloats xt_mem, acc_mem, wide_mem;
+  thread_local AlignedScratch<float> xt_mem, acc_mem, wide_mem;
   float* const xt_all = xt_mem.get(size_t(blocks * width * k));
   float* const acc_all = acc_mem.get(size_t(blocks * R * width));
   for (int64_t b = 0; b < blocks; ++b) {

@@ -41,30 +41,10 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
-
-// A growable 64-byte-aligned buffer of 32-bit words with internal linkage (not std::vector: its
-// member templates instantiated under the pragma could be emitted with AVX-512 code and picked by
-// the linker for the whole program).
-struct AlignedWords {
-  uint32_t* p = nullptr;
-  size_t cap = 0;
-  AlignedWords() = default;
-  AlignedWords(const AlignedWords&) = delete;
-  AlignedWords& operator=(const AlignedWords&) = delete;
-  ~AlignedWords() { std::free(p); }
-  uint32_t* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      cap = (n + 15) / 16 * 16;
-      p = static_cast<uint32_t*>(std::aligned_alloc(64, cap * 4));
-      if (!p) throw std::bad_alloc();
-    }
-    return p;
-  }
-};
 
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
@@ -154,7 +134,7 @@ void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* terms) { spli
 
 void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t k = a.k, kpad = round_up(k, 32);
-  thread_local AlignedWords xs_mem;
+  thread_local AlignedScratch<uint32_t> xs_mem;
   // m rows x kSplitTerms x kpad bf16 (two to a word)
   auto* xs = reinterpret_cast<uint16_t*>(xs_mem.get(size_t(a.m * kSplitTerms * kpad / 2)));
   for (int64_t i = 0; i < a.m; ++i) split_bf16_impl(a.x + i * a.ldx, k, kpad, xs + i * kSplitTerms * kpad);
