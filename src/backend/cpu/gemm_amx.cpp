@@ -31,11 +31,7 @@
 
 #if defined(TPBATCH_GEMM_HAVE_AMX)
 #include <cpuid.h>
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "backend/cpu/avx512_intrinsics.h"  // <immintrin.h>, without GCC 12's false warnings
 
 namespace tpbatch::cpu::detail {
 
@@ -55,7 +51,7 @@ bool amx_bf16_usable() {
 
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -148,12 +144,6 @@ inline void tile_pass(const WeightBlock (&wb)[2], const uint32_t* xt, int64_t st
   }
 }
 
-// The tile of sums y^T[16 weight rows][16 rows of x] into y (its valid part).
-void store_transposed(const float* sums, float* y, int64_t ldy, int64_t rows_x, int64_t rows_w) {
-  for (int64_t i = 0; i < rows_x; ++i)
-    for (int64_t r = 0; r < rows_w; ++r) y[i * ldy + r] = sums[r * 16 + i];
-}
-
 }  // namespace
 
 void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1) {
@@ -232,8 +222,8 @@ void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1) {
           if (b == 0 && i == 1) _tile_stored(kC01, sums, 64);
           if (b == 1 && i == 1) _tile_stored(kC11, sums, 64);
           const int64_t row_x = (xb + i) * 16, row_w = j + 16 * b;
-          store_transposed(sums, a.y + row_x * a.ldy + row_w, a.ldy, std::min<int64_t>(16, m - row_x),
-                           std::min<int64_t>(16, n1 - row_w));
+          store_yt(sums, 16, a.y + row_x * a.ldy + row_w, a.ldy, std::min<int64_t>(16, m - row_x),
+                   std::min<int64_t>(16, n1 - row_w));
         }
     }
   }

@@ -16,7 +16,7 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -337,15 +337,6 @@ inline void bcast_tile_rows(int rows, const float* wr, int64_t ldw, const float*
   }
 }
 
-// Rows [i0, i0 + rows) of x transposed into xt[k][width], columns past `rows` zero.
-void pack_xt(const GemmArgs& a, int64_t i0, int rows, int width, float* xt) {
-  for (int64_t kk = 0; kk < a.k; ++kk) {
-    float* dst = xt + kk * width;
-    for (int i = 0; i < rows; ++i) dst[i] = a.x[(i0 + i) * a.ldx + kk];
-    for (int i = rows; i < width; ++i) dst[i] = 0.0f;
-  }
-}
-
 // k slice: the R weight rows' slice (6 x 256 x 4 B = 6 KiB) stays in L1 for every block of 16
 // rows of x; 16-bit rows are widened into an L1 buffer of that size first.
 //
@@ -433,15 +424,9 @@ void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
       }
     }
     // The tiles of y^T (acc[r][lane] per block, lanes 8 * v wide) into y.
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int bw = b + 1 < blocks ? width : last_v * 8;
-      const float* acc = acc_all + b * R * width;
-      const int64_t rows_x = std::min<int64_t>(width, m - b * width);
-      for (int64_t i = 0; i < rows_x; ++i) {
-        float* yi = a.y + (b * width + i) * a.ldy + j;
-        for (int r = 0; r < rows; ++r) yi[r] = acc[r * bw + i];
-      }
-    }
+    for (int64_t b = 0; b < blocks; ++b)
+      store_yt(acc_all + b * R * width, b + 1 < blocks ? width : last_v * 8, a.y + b * width * a.ldy + j, a.ldy,
+               std::min<int64_t>(width, m - b * width), rows);
   }
 }
 

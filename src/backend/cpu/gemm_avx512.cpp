@@ -13,18 +13,11 @@
 #include "backend/dtype.h"
 
 #if defined(TPBATCH_GEMM_HAVE_AVX512)
-// GCC 12 flags its own AVX-512 intrinsics' _mm512_undefined_*() (self-initialised on purpose) as
-// uninitialised once they are inlined here; the warnings point into its headers, so they are off
-// from their inclusion on.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "backend/cpu/avx512_intrinsics.h"  // <immintrin.h>, without GCC 12's false warnings
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -87,15 +80,6 @@ inline void tile_rows(int rows, const float* wr, int64_t ldw, const float* xt, i
   if constexpr (R >= 1) {
     if (rows == R) return tile<R, V>(wr, ldw, xt, len, acc_io, load, pf);
     tile_rows<V, RMax, R - 1>(rows, wr, ldw, xt, len, acc_io, load, pf);
-  }
-}
-
-// Rows [i0, i0 + rows) of x transposed into xt[k][width], columns past `rows` zero.
-void pack_xt(const GemmArgs& a, int64_t i0, int rows, int width, float* xt) {
-  for (int64_t kk = 0; kk < a.k; ++kk) {
-    float* dst = xt + kk * width;
-    for (int i = 0; i < rows; ++i) dst[i] = a.x[(i0 + i) * a.ldx + kk];
-    for (int i = rows; i < width; ++i) dst[i] = 0.0f;
   }
 }
 
@@ -169,15 +153,9 @@ void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
           tile_rows<1, R>(rows, wr, ldw, xt, len, acc, k0 > 0, bpf);
       }
     }
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int bw = b + 1 < blocks ? width : last_v * 16;
-      const float* acc = acc_all + b * R * width;
-      const int64_t rows_x = std::min<int64_t>(width, m - b * width);
-      for (int64_t i = 0; i < rows_x; ++i) {
-        float* yi = a.y + (b * width + i) * a.ldy + j;
-        for (int r = 0; r < rows; ++r) yi[r] = acc[r * bw + i];
-      }
-    }
+    for (int64_t b = 0; b < blocks; ++b)
+      store_yt(acc_all + b * R * width, b + 1 < blocks ? width : last_v * 16, a.y + b * width * a.ldy + j, a.ldy,
+               std::min<int64_t>(width, m - b * width), rows);
   }
 }
 

@@ -30,18 +30,11 @@
 #include "backend/cpu/gemm_kernels.h"
 
 #if defined(TPBATCH_GEMM_HAVE_AVX512)
-// GCC 12 flags its own AVX-512 intrinsics' _mm512_undefined_*() (self-initialised on purpose) as
-// uninitialised once they are inlined here; the warnings point into its headers, so they are off
-// from their inclusion on.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "backend/cpu/avx512_intrinsics.h"  // <immintrin.h>, without GCC 12's false warnings
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
-#include "backend/cpu/kernel_scratch.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
