@@ -36,7 +36,10 @@ int main(int argc, char** argv) {
   if (!args.empty() && !kCommands.count(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
 
   CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
-#ifdef TPBATCH_HAVE_CUDA
+#if defined(TPBATCH_CUDA_EMULATED)
+  app.set_version_flag("--version,-V",
+                       std::string("tpbatch ") + version() + " (CUDA backend on the EMULATED device: " + cuda_build_info() + ")");
+#elif defined(TPBATCH_HAVE_CUDA)
   app.set_version_flag("--version,-V", std::string("tpbatch ") + version() + " (CUDA backend: " + cuda_build_info() + ")");
 #else
   app.set_version_flag("--version,-V", std::string("tpbatch ") + version());

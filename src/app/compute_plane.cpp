@@ -32,6 +32,10 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
   int mine = 0;
 #ifdef TPBATCH_HAVE_CUDA
   if (job.device != Device::kCpu) mine = cuda_device_count();
+#ifdef TPBATCH_CUDA_EMULATED
+  // The emulated device (cuemu/) exists to test the CUDA path: only `device: cuda` gets it.
+  if (job.device == Device::kAuto) mine = 0;
+#endif
 #endif
   int fewest = 0;
   MPI_Allreduce(&mine, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -49,6 +53,9 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
     plane.pp = make_nccl_communicator(topo.pp->comm(), *plane.backend);
     plane.reason = std::string("device: ") + (job.device == Device::kCuda ? "cuda" : "auto") +
                    ", every rank sees a GPU (rank 0 on GPU " + std::to_string(plane.device) + "); NCCL in the TP groups";
+#ifdef TPBATCH_CUDA_EMULATED
+    plane.reason += "; EMULATED device (a test build: correct, not fast)";
+#endif
 #endif
     return plane;
   }
@@ -57,7 +64,10 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
   plane.pp = std::make_unique<MpiTensorCommunicator>(topo.pp->comm(), *plane.backend);
   if (job.device == Device::kCpu)
     plane.reason = "device: cpu";
-#ifdef TPBATCH_HAVE_CUDA
+#ifdef TPBATCH_CUDA_EMULATED
+  else
+    plane.reason = "device: auto, and this build's CUDA device is emulated (only device: cuda uses it)";
+#elif defined(TPBATCH_HAVE_CUDA)
   else
     plane.reason = "device: auto, and not every rank sees a CUDA GPU";
 #else

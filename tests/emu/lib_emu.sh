@@ -1,0 +1,52 @@
+# Shared by the tests of the CUDA backend on the emulated device (TPBATCH_CUDA=EMU): the same
+# tpbatch binary runs a job with `device: cpu` (fp32, the reference) and `device: cuda` (bf16
+# activations on the emulated device); compare_devices.py judges the two with the tolerances bf16
+# implies and the near-tie rule. Skips (77) when $TPBATCH is not an emulated-device build.
+source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
+EMU=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+need_numpy_h5py
+"$TPBATCH" --version 2>&1 | grep -q EMULATED || { echo "SKIP: $TPBATCH is not an emulated-device build"; exit 77; }
+# The committed model (the shared copy only when the checkout lacks it).
+STORIES=${TPBATCH_SOURCE_DIR:?}/models/stories260K
+[ -f "$STORIES/model.safetensors" ] || STORIES=$SHARED/models/stories260K
+need_stories
+PROMPTS=$HERE/prompts_mixed.jsonl
+export CUEMU_NCCL_TIMEOUT_S=${CUEMU_NCCL_TIMEOUT_S:-120}
+
+# on DEVICE NP JOB [--set K=V ...]: runs JOB with `device: DEVICE` on NP ranks (log: $WORK/log).
+on() {
+  local dev=$1 np=$2 job=$3
+  shift 3
+  local rc=0
+  if [ "$np" = 1 ]; then
+    timeout 300 "$TPBATCH" "$job" --set device="$dev" "$@" 2>"$WORK/log" || rc=$?
+  else
+    CUEMU_DEVICES=$np mpirun_tpbatch "$np" "$job" --set device="$dev" "$@" 2>"$WORK/log" || rc=$?
+  fi
+  if [ "$rc" != 0 ]; then
+    tail -20 "$WORK/log"
+    fail "$dev on $np rank(s), $job $*: exit $rc"
+  fi
+}
+
+# agree CUDA.h5 CPU.h5 WHAT [compare_devices.py options]
+agree() {
+  local what=$3
+  echo "== $what"
+  $PY "$EMU/compare_devices.py" "$1" "$2" "${@:4}" || fail "$what: the emulated CUDA run and the CPU run disagree"
+}
+
+# identical A.h5 B.h5 WHAT: the same tokens and logprobs (two runs that must compute alike).
+identical() {
+  echo "== $3"
+  $PY - "$1" "$2" <<'PY' || fail "$3: not identical"
+import h5py, sys, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+for name in ("output_tokens", "output_logprobs"):
+    for i in range(a["done"].shape[0]):
+        x, y = np.asarray(a[name][i]), np.asarray(b[name][i])
+        if x.shape != y.shape or not np.array_equal(x, y):
+            sys.exit(f"row {i}: {name} differ:\n  {x[:12]}\n  {y[:12]}")
+print(f"identical: {a['done'].shape[0]} rows")
+PY
+}
