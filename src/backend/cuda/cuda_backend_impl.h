@@ -77,7 +77,8 @@ class CudaBackend final : public Backend {
   void remove_error_source(AsyncErrorSource* source);
   // Waits for everything queued so far, polling the error sources.
   void wait_stream(const char* what);
-  // After an abort the stream may never drain: destructors then skip their waits and frees.
+  // After an abort (an NCCL error, or a failed wait) the stream may never drain: destructors
+  // then skip their waits and frees, and every later wait throws.
   bool aborted() const { return aborted_; }
 
  protected:
@@ -91,6 +92,7 @@ class CudaBackend final : public Backend {
   };
   void* scratch(Scratch& s, size_t bytes, const char* what);
   void wait_event(cudaEvent_t event, const char* what);
+  void mark_aborted(const std::string& why) noexcept;  // the first call's reason is kept
   void ensure_pinned(void*& buffer, size_t& cap, size_t bytes);
 
   int device_;
@@ -100,6 +102,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t wait_event_ = nullptr;
   std::vector<AsyncErrorSource*> sources_;
   std::atomic<bool> aborted_{false};
+  std::string abort_reason_;  // written once, by the call that sets aborted_
 
   // begin_step(): two pinned host buffers in turn, one device buffer, and what the host keeps.
   void* step_pinned_[2] = {nullptr, nullptr};
