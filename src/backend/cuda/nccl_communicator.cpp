@@ -61,11 +61,14 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CudaBackend& backend) : backen
 NcclCommunicator::~NcclCommunicator() {
   // Pending collectives must finish before the communicator goes. The wait is the backend's
   // watched one, with this communicator still among its sources: a peer that died aborts the
-  // communicators (this one included) instead of hanging here. After any abort: no wait, no
-  // destroy (ncclCommAbort already freed an aborted one). A destructor throws nothing.
+  // communicators (this one included) instead of hanging here. A communicator whose peer failed
+  // after its last wait is aborted rather than destroyed (ncclCommDestroy's finalisation may
+  // wait for the peer). After any abort: no wait, no destroy (ncclCommAbort freed it). A
+  // destructor throws nothing.
   if (!aborted_ && nccl_ && !backend_.aborted()) {
     try {
       backend_.wait_stream("NCCL communicator teardown");
+      if (!poll_async_error().empty()) abort();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[tpbatch] NCCL communicator (rank %d of %d) teardown: %s\n", rank_, size_, e.what());
     }
