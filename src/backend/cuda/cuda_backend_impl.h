@@ -11,7 +11,10 @@
 // - begin_step() packs the step's ids, positions, per-row attention table, block tables, tile
 //   index and logit requests into one pinned buffer and sends it with one cudaMemcpyAsync.
 //   Two pinned buffers alternate, each reused only after an event says its last copy is done.
-// - Host waits poll cudaEventQuery and the registered AsyncErrorSources (nccl_watch.h).
+// - Host waits poll cudaEventQuery and the registered AsyncErrorSources (nccl_watch.h), the waits
+//   before every free included (cudaFree/cudaFreeHost wait for the whole device). release() and
+//   the destructors cannot throw: when their wait fails they mark the backend aborted and leave
+//   the memory to the process exit.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
