@@ -88,6 +88,7 @@ log_tail() { tail -n "${2:-5}" "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-200; }
 ARCH=x86_64-linux-gnu
 HAVE_PREFIX=0
 PENV=(env)
+PX_PATH=$PATH  # the prefix's PATH (setup_prefix); the system's without .debs
 setup_prefix() {
   shopt -s nullglob
   local debs=("$DEBS"/*.deb)
@@ -376,8 +377,8 @@ compare() {
 cmp_detail() {
   local v rs rn ties tc tt md first why=""
   read -r v rs rn ties tc tt md first <<<"$1"
-  [[ "$v" != pass ]] && why="; $(grep -m1 -E 'diverges|differ|failed' "$2" | cut -c1-160)"
-  echo "rows $rs/$rn identical, $ties more up to a near tie (<= $CMP_NEAR_TIE); tokens $tc/$tt before any divergence; max |Δlogprob| $md (tol $CMP_TOL); first diff $first$why"
+  [[ "$v" != pass ]] && why="; $(grep -m1 -E 'diverges|differ|failed' "$2" | cut -c1-160 | grep . || echo "logprobs beyond the tolerance")"
+  echo "rows $rs/$rn identical, $ties more up to a near tie (<= $CMP_NEAR_TIE); tokens $tc/$tt before any divergence; max abs Δlogprob $md (tol $CMP_TOL); first diff $first$why"
 }
 
 # write_job FILE MODEL INPUT OUTPUT DEVICE [YAML lines...]
