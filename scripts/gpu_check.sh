@@ -7,12 +7,13 @@
 # runs and prints ONE table (also $OUT/gpu_check.txt when $OUT is set):
 #   build   configure, build time, every binary's libraries resolve (ldd)
 #   kernels tpbatch_gpu_tests: each kernel vs its CPU twin, pass/fail and max relative error
-#   e2e     stories260K, a generated 125M model in fp32 and bf16: device cuda vs device cpu,
-#           greedy tokens n/n identical and max |Δlogprob|
+#   e2e     stories260K, a generated 125M model in fp32 and bf16: device cuda vs device cpu, greedy
+#           tokens and |Δlogprob| within the bf16 bounds (see "How CUDA runs are compared")
 #   speed   an 8B-shaped bf16 model: decode step time at batch 1/16/64/256 vs the floor
 #           (weight + KV bytes) / measured copy bandwidth; prefill tok/s and TFLOP/s at 2,048-token
 #           prompts; a 1,024-row 128/128 throughput run
-#   nccl    TP=2 on the one GPU (two ranks, NCCL_HOSTID per rank) vs TP=1 tokens
+#   nccl    TP=2 on the one GPU (two ranks, NCCL_HOSTID per rank) vs TP=1, compared as e2e; the NCCL
+#           gtests (collectives, pipeline send/recv, the abort path) on two ranks, a row per test
 # Every step has a timeout and the whole run a budget (GPU_CHECK_BUDGET_S, 480 s); a failing or
 # refused step becomes a row, never the end of the script. Without a GPU the GPU rows say
 # "no device" and the CPU halves still run, which is how it is rehearsed on a CPU machine:
@@ -87,6 +88,7 @@ log_tail() { tail -n "${2:-5}" "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-200; }
 ARCH=x86_64-linux-gnu
 HAVE_PREFIX=0
 PENV=(env)
+PX_PATH=$PATH  # the prefix's PATH (setup_prefix); the system's without .debs
 setup_prefix() {
   shopt -s nullglob
   local debs=("$DEBS"/*.deb)
@@ -293,7 +295,9 @@ fi
 if ! skipping kernels; then
   rm -f "$WORK/gpu_tests.xml"
   rc=0
-  timeout "$(limit 150)" "${PENV[@]}" "$GPU_TESTS" --gtest_output="xml:$WORK/gpu_tests.xml" >"$LOGS/gpu_tests.log" 2>&1 || rc=$?
+  # The NCCL tests need two ranks: the nccl part runs them.
+  timeout "$(limit 150)" "${PENV[@]}" "$GPU_TESTS" --gtest_filter='-Nccl*' --gtest_output="xml:$WORK/gpu_tests.xml" \
+    >"$LOGS/gpu_tests.log" 2>&1 || rc=$?
   if [[ ! -f "$WORK/gpu_tests.xml" ]]; then
     row kernels tpbatch_gpu_tests FAIL "exit $rc, no XML: $(log_tail "$LOGS/gpu_tests.log" 3)"
   else
@@ -319,7 +323,7 @@ if ((GPUS > 0)) && ! skipping speed; then
   bw=$(sed -n 's/^copy: \([0-9.]*\) GB\/s.*/\1/p' "$LOGS/gpu_bench.log" | head -1)
   if [[ -n "$bw" ]]; then
     BW_GBS=$bw
-    row speed "copy bandwidth" "$bw GB/s" "cudaMemcpy D2D, read+write (tpbatch_gpu_bench; its table in logs/gpu_bench.log)"
+    row speed "copy bandwidth" "$bw GB/s" "device-to-device copy timed by CUDA events, read+write (tpbatch_gpu_bench; its table in logs/gpu_bench.log)"
     gemm=$(grep -m1 "prefill GEMM bf16" "$LOGS/gpu_bench.log" | grep -o -E '[0-9.]+ TF/s')
     [[ -n "$gemm" ]] && row speed "cuBLAS bf16 GEMM 4096x14336x4096" "$gemm" "tpbatch_gpu_bench (the prefill ceiling)"
   elif ((rc == 77)); then
@@ -344,8 +348,37 @@ for with_prefix in 0 1; do
   done
 done
 ((${#PY_H5[@]})) || row e2e "h5py" FAIL "no python3 with h5py and numpy: comparisons cannot run"
-compare() {  # compare A.h5 B.h5 -> "rows_same rows tok_same tok_total max_d first_diff" or empty
-  ((${#PY_H5[@]})) && timeout 60 "${PY_H5[@]}" "$TOOLS" compare "$1" "$2" 2>>"$LOGS/compare.log"
+
+# ---- How CUDA runs are compared -------------------------------------------------------------------
+# The CUDA backend computes with bf16 activations (8 significant bits: each store rounds a value by
+# up to 2^-9 of it), a bf16 KV cache and, for fp32 weights, TF32 GEMMs (11 bits: small beside bf16).
+# Every activation buffer is bf16, the residual stream included: ~10 roundings a layer, which
+# through a model's layers move logits by hundredths to tenths, and flip greedy tokens whose top two
+# are that close. Re-computing this check's rows and others like them in float64 with those
+# roundings (bf16 wherever the backend stores, TF32 weights) moved greedy logprobs by median 0.045
+# and at most 0.23 on the generated 125M models (fp32 and bf16 weights, 3 x 256 tokens; their top-2
+# gaps average ~0.9) and by at most 0.20 on stories260K (1,536 tokens), and flipped the greedy token
+# at 51 positions, all where the reference's top-2 gap was below 0.26. So, with about twice that
+# room: |Δlogprob| <= CMP_TOL over each row's common prefix of greedy tokens, and a row may diverge
+# only at a near tie, where the two tokens' logprobs under the reference are within CMP_NEAR_TIE
+# (the reference run records its top CMP_TOPK logprobs per token for this). A wiring error (a wrong
+# layout, position or residual) moves logprobs by far more, from the first tokens on. TP=2 against
+# TP=1, both CUDA, differ only by the order of fp32 sums and the allreduce's bf16 partial sums, a
+# smaller perturbation than bf16 against fp32: the same bounds hold.
+CMP_TOL=0.5
+CMP_NEAR_TIE=0.5
+CMP_TOPK=4
+# compare A.h5 B.h5 LOG -> "VERDICT ROWS_SAME ROWS NEAR_TIES TOKENS_COMMON TOKENS MAX_D FIRST_DIFF" or
+# empty; A is the run under test, B the reference; why rows diverge goes to LOG.
+compare() {
+  ((${#PY_H5[@]})) && timeout 60 "${PY_H5[@]}" "$TOOLS" compare "$1" "$2" --tol "$CMP_TOL" --near-tie "$CMP_NEAR_TIE" 2>"$3"
+}
+# cmp_detail "LINE" LOG: compare's line in words, and on a failure the first reason from LOG.
+cmp_detail() {
+  local v rs rn ties tc tt md first why=""
+  read -r v rs rn ties tc tt md first <<<"$1"
+  [[ "$v" != pass ]] && why="; $(grep -m1 -E 'diverges|differ|failed' "$2" | cut -c1-160 | grep . || echo "logprobs beyond the tolerance")"
+  echo "rows $rs/$rn identical, $ties more up to a near tie (<= $CMP_NEAR_TIE); tokens $tc/$tt before any divergence; max abs Δlogprob $md (tol $CMP_TOL); first diff $first$why"
 }
 
 # write_job FILE MODEL INPUT OUTPUT DEVICE [YAML lines...]
@@ -364,6 +397,16 @@ write_job() {
     printf '%s\n' "$@"
   } >"$file"
 }
+# Ranks that share the one GPU: one NCCL "host" per rank (sockets over loopback), and the engine
+# told that this sharing is meant (it refuses one GPU for two TP ranks otherwise). Run as
+#   "${PENV[@]}" "${MPIRUN_SHARED_GPU[@]}" -np N bash -c "$RANK_SHELL" XML_PREFIX|- COMMAND ARGS...
+# where an XML_PREFIX gives each rank its gtest report XML_PREFIX-rankR.xml.
+MPIRUN_SHARED_GPU=(mpirun --bind-to none -x PATH -x LD_LIBRARY_PATH -x OPAL_PREFIX
+  -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_DEBUG=WARN -x TPBATCH_ALLOW_SHARED_GPU=1)
+# shellcheck disable=SC2016 # expanded by each rank's shell
+RANK_SHELL='export NCCL_HOSTID=gpucheck-rank$OMPI_COMM_WORLD_RANK
+[ "$0" = - ] || export GTEST_OUTPUT="xml:$0-rank$OMPI_COMM_WORLD_RANK.xml"
+exec "$@"'
 # run_job NAME SECONDS NP JOB: runs tpbatch (under mpirun when NP > 1); log in logs/NAME.log.
 run_job() {
   local name=$1 secs=$2 np=$3 job=$4 t
@@ -372,11 +415,8 @@ run_job() {
   if ((np == 1)); then
     timeout -k 5 "$t" "${PENV[@]}" "$TPBATCH" "$job" >"$LOGS/$name.log" 2>&1
   else
-    # One NCCL "host" per rank, so that two ranks may share the one GPU (sockets over loopback), and
-    # the engine told that this sharing is meant (it refuses one GPU for two TP ranks otherwise).
-    timeout -k 5 "$t" "${PENV[@]}" mpirun -np "$np" --bind-to none -x PATH -x LD_LIBRARY_PATH -x OPAL_PREFIX \
-      -x NCCL_SOCKET_IFNAME=lo -x NCCL_IB_DISABLE=1 -x NCCL_DEBUG=WARN -x TPBATCH_ALLOW_SHARED_GPU=1 \
-      bash -c 'NCCL_HOSTID=gpucheck-rank$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$TPBATCH" "$job" >"$LOGS/$name.log" 2>&1
+    timeout -k 5 "$t" "${PENV[@]}" "${MPIRUN_SHARED_GPU[@]}" -np "$np" bash -c "$RANK_SHELL" - "$TPBATCH" "$job" \
+      >"$LOGS/$name.log" 2>&1
   fi
 }
 # why_not NAME RC: the result column of a run that did not succeed ("refused: ..." or "FAIL").
@@ -404,16 +444,18 @@ make_model() {  # make_model DIR SECONDS ARGS...: reuses DIR when its config is 
     echo "$want" >"$dir/.args"
 }
 
-# e2e_pair LABEL MODEL ROWS PROMPT NEW TOL [YAML lines]: the CPU run, then the CUDA run, compared.
+# e2e_pair LABEL MODEL ROWS PROMPT NEW [YAML lines]: the CUDA run, then the CPU run (the reference,
+# with its top logprobs), compared.
 e2e_pair() {
-  local label=$1 model=$2 rows=$3 plen=$4 new=$5 tol=$6
-  shift 6
+  local label=$1 model=$2 rows=$3 plen=$4 new=$5
+  shift 5
   local tag=${label// /_} vocab
   vocab=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$model/config.json")
   python3 "$TOOLS" prompts "$WORK/$tag.jsonl" "$rows" "$plen" "$vocab" 1
-  local common=("sampling:" "  max_new_tokens: $new" "  temperature: 0.0" "  ignore_eos: true" "$@")
-  write_job "$WORK/$tag-cpu.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cpu.h5" cpu "${common[@]}"
-  write_job "$WORK/$tag-cuda.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cuda.h5" cuda "${common[@]}"
+  local sampling=("sampling:" "  max_new_tokens: $new" "  temperature: 0.0" "  ignore_eos: true")
+  write_job "$WORK/$tag-cpu.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cpu.h5" cpu "${sampling[@]}" \
+    "  top_logprobs: $CMP_TOPK" "$@"
+  write_job "$WORK/$tag-cuda.yaml" "$model" "$WORK/$tag.jsonl" "$WORK/$tag-cuda.h5" cuda "${sampling[@]}" "$@"
   local rc=0 t0=$SECONDS cuda_s=0
   if ((GPUS > 0)); then
     # The CUDA run first: when it is refused or fails, the CPU twin is not worth the device's time.
@@ -438,23 +480,18 @@ e2e_pair() {
   if ((GPUS == 0)); then
     # Without a device: the CPU run is checked against itself once more (the comparison's plumbing).
     local self
-    self=$(compare "$WORK/$tag-cpu.h5" "$WORK/$tag-cpu.h5")
-    [[ -n "$self" ]] && self=$(awk '{ printf "rows %s/%s, tokens %s/%s, max abs Δlogprob %s", $1, $2, $3, $4, $5 }' <<<"$self")
+    self=$(compare "$WORK/$tag-cpu.h5" "$WORK/$tag-cpu.h5" "$LOGS/compare-$tag.log")
+    [[ -n "$self" ]] && self="${self%% *}: $(cmp_detail "$self" "$LOGS/compare-$tag.log")"
     row e2e "$label" "no device" "cpu run ok in ${cpu_s} s ($(inspect_field "$WORK/$tag-cpu.h5" tokens)); the comparison on cpu vs itself: ${self:-unavailable}"
     return
   fi
   local r
-  r=$(compare "$WORK/$tag-cuda.h5" "$WORK/$tag-cpu.h5")
+  r=$(compare "$WORK/$tag-cuda.h5" "$WORK/$tag-cpu.h5" "$LOGS/compare-$tag.log")
   if [[ -z "$r" ]]; then
-    row e2e "$label cuda vs cpu" FAIL "comparison failed: $(tail -2 "$LOGS/compare.log" | tr '\n' ' ')"
+    row e2e "$label cuda vs cpu" FAIL "comparison failed: $(tail -2 "$LOGS/compare-$tag.log" | tr '\n' ' ')"
     return
   fi
-  read -r rs rn ts tn md first <<<"$r"
-  local verdict=FAIL
-  python3 -c "import sys; sys.exit(0 if $rs == $rn and $md <= $tol else 1)" && verdict=pass
-  [[ "$verdict" == FAIL ]] && python3 -c "import sys; sys.exit(0 if $ts >= 0.9 * $tn and $md <= $tol else 1)" &&
-    [[ "$label" == *bf16* ]] && verdict="pass (bf16: ≥90% tokens)"
-  row e2e "$label cuda vs cpu" "$verdict" "tokens $ts/$tn identical, rows $rs/$rn, max abs Δlogprob $md (tol $tol), first diff $first; cuda ${cuda_s} s, cpu ${cpu_s} s"
+  row e2e "$label cuda vs cpu" "${r%% *}" "$(cmp_detail "$r" "$LOGS/compare-$tag.log"); cuda ${cuda_s} s, cpu ${cpu_s} s"
 }
 
 # ---- 3. end to end: CUDA vs the CPU backend ------------------------------------------------------
@@ -470,14 +507,14 @@ if ! skipping e2e; then
     make_model "$WORK/models/tiny" 60 --preset tiny && STORIES=$WORK/models/tiny
     row e2e stories260K absent "models/stories260K missing: a generated tiny model stands in"
   fi
-  [[ -n "$STORIES" ]] && e2e_pair "stories260K fp32" "$STORIES" 8 16 64 2e-3 "dtype: float32"
+  [[ -n "$STORIES" ]] && e2e_pair "stories260K fp32" "$STORIES" 8 16 64 "dtype: float32"
   if make_model "$M125" 120 --preset 125m --dtype float32; then
-    e2e_pair "125M fp32" "$M125" 8 32 32 2e-3 "dtype: float32"
+    e2e_pair "125M fp32" "$M125" 8 32 32 "dtype: float32"
   else
     row e2e "125M fp32" FAIL "make-model: $(log_tail "$LOGS/make-model-m125-f32.log" 2)"
   fi
   if make_model "$M125BF" 120 --preset 125m --dtype bfloat16; then
-    e2e_pair "125M bf16" "$M125BF" 8 32 32 5e-2 "dtype: bfloat16"
+    e2e_pair "125M bf16" "$M125BF" 8 32 32 "dtype: bfloat16"
   else
     row e2e "125M bf16" FAIL "make-model: $(log_tail "$LOGS/make-model-m125-bf16.log" 2)"
   fi
@@ -490,10 +527,13 @@ if ! skipping nccl; then
   model=$M125
   [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset 125m --dtype float32
   python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
-  common=("dtype: float32" "sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true"
-    "engine:" "  kv_cache_tokens: 16384")  # a fixed KV cache: the two ranks share the GPU's memory
-  write_job "$WORK/tp1.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp1.h5" "$dev" "${common[@]}"
-  write_job "$WORK/tp2.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp2.h5" "$dev" "${common[@]}" "parallel:" "  tensor: 2"
+  sampling=("sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
+  common=("dtype: float32" "engine:" "  kv_cache_tokens: 16384")  # a fixed KV cache: the two ranks share the GPU's memory
+  # TP=1 is the reference: its top logprobs judge near ties.
+  write_job "$WORK/tp1.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp1.h5" "$dev" "${sampling[@]}" "  top_logprobs: $CMP_TOPK" \
+    "${common[@]}"
+  write_job "$WORK/tp2.yaml" "$model" "$WORK/tp.jsonl" "$WORK/tp2.h5" "$dev" "${sampling[@]}" "${common[@]}" \
+    "parallel:" "  tensor: 2"
   label="TP=2 (2 ranks, 1 GPU, NCCL_HOSTID per rank) vs TP=1"
   [[ "$dev" == cpu ]] && label="TP=2 via mpirun on cpu (MPI plumbing) vs TP=1"
   rc=0
@@ -508,14 +548,50 @@ if ! skipping nccl; then
       IFS='|' read -r res det <<<"$(why_not tp2 $rc)"
       row nccl "$label" "$res" "$det"
     else
-      r=$(compare "$WORK/tp2.h5" "$WORK/tp1.h5")
-      read -r rs rn ts tn md first <<<"${r:-x x x x x x}"
-      verdict=FAIL
-      [[ -n "$r" && "$rs" == "$rn" ]] && verdict=pass
-      row nccl "$label" "$verdict" "tokens $ts/$tn identical, max abs Δlogprob $md; $(grep -m1 -o 'tensor-parallel allreduce: [0-9]* calls' "$LOGS/tp2.log")"
+      r=$(compare "$WORK/tp2.h5" "$WORK/tp1.h5" "$LOGS/compare-tp.log")
+      if [[ -z "$r" ]]; then
+        row nccl "$label" FAIL "comparison failed: $(tail -2 "$LOGS/compare-tp.log" | tr '\n' ' ')"
+      else
+        row nccl "$label" "${r%% *}" "$(cmp_detail "$r" "$LOGS/compare-tp.log"); $(grep -m1 -o 'tensor-parallel allreduce: [0-9]* calls' "$LOGS/tp2.log")"
+      fi
     fi
   fi
-  ((GPUS == 0)) && row nccl "NCCL over 2 ranks on 1 GPU" "no device" "needs a GPU"
+  # The NCCL gtests on two ranks: the collectives and pipeline send/recv in one run, then each abort
+  # test in a run of its own (each leaves a communicator aborted; one that hangs costs only itself).
+  rm -f "$WORK"/nccl-*-rank*.xml
+  for filter in 'Nccl.*' NcclAbort.AbortEndsAPendingReceiveAndTheStreamDrains \
+    NcclAbort.PeerGoneDuringAWaitAbortsTheCommunicatorsAndThrows; do
+    name=nccl-${filter%%.*}-${filter#*.}
+    name=${name//\*/all}
+    t=$(limit 60)
+    if ((t < 5)); then
+      row nccl "$filter (2 ranks)" FAIL "out of time"
+      continue
+    fi
+    rc=0
+    timeout -k 5 "$t" "${PENV[@]}" "${MPIRUN_SHARED_GPU[@]}" -np 2 bash -c "$RANK_SHELL" "$WORK/$name" \
+      "$GPU_TESTS" --gtest_filter="$filter" >"$LOGS/$name.log" 2>&1 || rc=$?
+    if [[ ! -f "$WORK/$name-rank0.xml" || ! -f "$WORK/$name-rank1.xml" ]]; then
+      why="exit $rc"
+      ((rc == 124 || rc == 137)) && why="timed out after $t s"
+      row nccl "$filter (2 ranks)" FAIL "$why, no report from both ranks: $(log_tail "$LOGS/$name.log" 2)"
+    fi
+  done
+  shopt -s nullglob
+  reports=("$WORK"/nccl-*-rank*.xml)
+  shopt -u nullglob
+  if ((${#reports[@]})); then
+    python3 "$TOOLS" gtest "${reports[@]}" >"$WORK/nccl_tests.rows"
+    n=$(grep -c . "$WORK/nccl_tests.rows")
+    nskip=$(grep -c '|skipped|' "$WORK/nccl_tests.rows")
+    if ((n > 0 && nskip == n)); then
+      row nccl "$n NCCL tests (2 ranks)" "no device" "all skipped: $(grep -h -m1 -o -E 'no CUDA device|not under mpirun|needs exactly 2 ranks' "$LOGS"/nccl-*.log | head -1)"
+    else
+      while IFS='|' read -r tname status _ secs; do
+        row nccl "$tname" "$status" "2 ranks on one GPU, NCCL_HOSTID per rank; ${secs} s"
+      done <"$WORK/nccl_tests.rows"
+    fi
+  fi
 fi
 
 # ---- 5. speed, last (it takes what is left of the budget): an 8B-shaped bf16 model on the GPU ----

@@ -3,8 +3,8 @@
 `compare`, which needs h5py and numpy):
 
   prompts FILE ROWS PROMPT_TOKENS VOCAB [SEED]  JSONL of rows {"id", "tokens": [ids]}, ids in [3, VOCAB)
-  compare A.h5 B.h5                             greedy tokens and logprobs of two results files (one line)
-  gtest XML                                     one line per test: name|status|max_rel_err|seconds
+  compare A.h5 B.h5 [--tol T] [--near-tie EPS]  greedy tokens and logprobs of A against the reference B (one line)
+  gtest XML [XML...]                            one line per test (over every rank's report): name|status|max_rel_err|seconds
   flops MODEL_DIR PROMPT_TOKENS                 FLOPs per prefill token (matmuls + causal attention)
   floor WEIGHT_BYTES KV_BYTES_PER_TOKEN BATCH CONTEXT BW_GBS [MODEL_DIR]   decode step floor in ms
 """
@@ -22,59 +22,140 @@ def prompts(path, rows, prompt_tokens, vocab, seed=0):
             f.write(json.dumps({"id": "r%d" % i, "tokens": ids}) + "\n")
 
 
-def compare(a_path, b_path):
-    """Row by row: tokens equal up to the first difference; |Δlogprob| over that common prefix
-    (after a different token the two runs continue different texts, so later logprobs are not
-    comparable). Prints: rows_same rows tokens_same tokens max_dlogprob first_diff"""
+def _rows(f, path):
+    """Per row: (prompt tokens, output tokens, logprobs, top tokens [n, k] or None, top logprobs)."""
+    import numpy as np
+
+    out = []
+    has_top = "top_logprob_tokens" in f and "top_logprobs" in f
+    for i in range(len(f["output_tokens"])):
+        if f["done"][i] != 1 or f["finish_reason"][i] in (b"error", "error"):
+            raise ValueError("%s: row %d not done or failed: %r" % (path, i, f["error"][i]))
+        toks = np.asarray(f["output_tokens"][i], dtype=np.int64)
+        top_t = top_l = None
+        if has_top and len(toks) and len(f["top_logprob_tokens"][i]):
+            k = len(f["top_logprob_tokens"][i]) // len(toks)
+            top_t = np.asarray(f["top_logprob_tokens"][i], dtype=np.int64).reshape(len(toks), k)
+            top_l = np.asarray(f["top_logprobs"][i], dtype=np.float64).reshape(len(toks), k)
+        out.append((np.asarray(f["prompt_tokens"][i], dtype=np.int64), toks,
+                    np.asarray(f["output_logprobs"][i], dtype=np.float64), top_t, top_l))
+    return out
+
+
+def compare(a_path, b_path, *opts):
+    """Greedy runs, A (under test) against B (the reference), row by row.
+
+    Up to the first position where the two choose different tokens the texts are the same, so
+    every logprob there is compared: the largest |Δlogprob| must be <= --tol. Past it the runs
+    continue different texts and nothing is comparable. A row may diverge only at a near tie: A's
+    token is among B's top logprobs at that position (B run with sampling.top_logprobs >= 2) and
+    its logprob under B is within --near-tie of B's own choice; its logprob under A and under B are
+    then compared too. Any other divergence fails the row (--near-tie 0: every divergence fails).
+
+    Prints one line: VERDICT ROWS_SAME ROWS NEAR_TIES TOKENS_COMMON TOKENS MAX_DLOGPROB FIRST_DIFF
+    (VERDICT pass or FAIL; FIRST_DIFF rowI@POS or -); why each diverging row was or was not
+    accepted goes to stderr."""
     import h5py
     import numpy as np
 
-    with h5py.File(a_path, "r") as a, h5py.File(b_path, "r") as b:
-        na, nb = len(a["output_tokens"]), len(b["output_tokens"])
-        if na != nb:
-            print("rows differ: %d vs %d" % (na, nb))
-            return 1
-        rows_same = tok_same = tok_total = 0
-        max_d = 0.0
-        first = "-"
-        for i in range(na):
-            ta, tb = np.asarray(a["output_tokens"][i]), np.asarray(b["output_tokens"][i])
-            la, lb = np.asarray(a["output_logprobs"][i]), np.asarray(b["output_logprobs"][i])
-            n = min(len(ta), len(tb))
-            diff = np.nonzero(ta[:n] != tb[:n])[0]
-            common = int(diff[0]) if len(diff) else n
-            tok_same += common
-            tok_total += max(len(ta), len(tb))
-            if common == len(ta) == len(tb):
-                rows_same += 1
-            elif first == "-":
-                first = "row%d@%d" % (i, common)
-            m = min(common + 1, len(la), len(lb))  # the first differing token's logprob is comparable
-            if m:
-                max_d = max(max_d, float(np.max(np.abs(la[:m].astype(np.float64) - lb[:m]))))
-        print("%d %d %d %d %.3g %s" % (rows_same, na, tok_same, tok_total, max_d, first))
+    tol, near_tie = 0.0, 0.0
+    it = iter(opts)
+    for o in it:
+        if o == "--tol":
+            tol = float(next(it))
+        elif o == "--near-tie":
+            near_tie = float(next(it))
+        else:
+            raise SystemExit("compare: unknown option %s" % o)
+    with h5py.File(a_path, "r") as fa, h5py.File(b_path, "r") as fb:
+        ra, rb = _rows(fa, a_path), _rows(fb, b_path)
+    if len(ra) != len(rb):
+        sys.stderr.write("rows differ: %d vs %d\n" % (len(ra), len(rb)))
+        print("FAIL 0 %d 0 0 0 nan rows:%d/%d" % (len(rb), len(ra), len(rb)))
+        return 0
+    rows_same = ties = tok_common = tok_total = bad = 0
+    max_d = 0.0
+    first = "-"
+    for i, ((pa, ta, la, _, _), (pb, tb, lb, top_t, top_l)) in enumerate(zip(ra, rb)):
+        tok_total += max(len(ta), len(tb))
+        if not np.array_equal(pa, pb):
+            sys.stderr.write("row %d: prompt tokens differ\n" % i)
+            bad += 1
+            first = "row%d@prompt" % i if first == "-" else first
+            continue
+        n = min(len(ta), len(tb))
+        diff = np.nonzero(ta[:n] != tb[:n])[0]
+        k = int(diff[0]) if len(diff) else n
+        tok_common += k
+        if k:
+            max_d = max(max_d, float(np.max(np.abs(la[:k] - lb[:k]))))
+        if k == len(ta) == len(tb):
+            rows_same += 1
+            continue
+        if first == "-":
+            first = "row%d@%d" % (i, k)
+        why = None
+        if k == n:
+            why = "lengths differ (%d vs %d tokens)" % (len(ta), len(tb))
+        elif near_tie <= 0:
+            why = "no near ties allowed"
+        elif top_l is None:
+            why = "the reference has no top logprobs"
+        else:
+            hit = np.nonzero(top_t[k] == ta[k])[0]
+            if not len(hit):
+                why = "token %d is not among the reference's top %d (%s)" % (
+                    ta[k], top_t.shape[1], ", ".join("%d: %.4f" % (t, l) for t, l in zip(top_t[k], top_l[k])))
+            else:
+                lp_ab = top_l[k][hit[0]]  # A's token under B
+                gap = top_l[k][0] - lp_ab
+                if gap > near_tie:
+                    why = "token %d vs %d, reference gap %.4f > %g: not a near tie" % (ta[k], tb[k], gap, near_tie)
+                else:
+                    ties += 1
+                    max_d = max(max_d, abs(la[k] - lp_ab))
+                    sys.stderr.write("row %d: near tie at %d: token %d vs %d, reference gap %.4f; compared up to it\n"
+                                     % (i, k, ta[k], tb[k], gap))
+        if why:
+            bad += 1
+            sys.stderr.write("row %d: diverges at %d: %s\n" % (i, k, why))
+    verdict = "pass" if bad == 0 and max_d <= tol else "FAIL"
+    print("%s %d %d %d %d %d %.3g %s" % (verdict, rows_same, len(ra), ties, tok_common, tok_total, max_d, first))
     return 0
 
 
-def gtest(path):
-    root = ET.parse(path).getroot()
-    for case in root.iter("testcase"):
-        name = "%s.%s" % (case.get("classname"), case.get("name"))
-        if case.find("failure") is not None:
-            status = "FAIL"
-        elif case.get("result") == "skipped" or case.find("skipped") is not None or case.get("status") == "notrun":
-            status = "skipped"
-        else:
-            status = "pass"
-        err = "-"
-        props = case.find("properties")
-        if props is not None:
-            for p in props.iter("property"):
-                if p.get("name") == "max_rel_err":
-                    err = p.get("value")
-        if err == "-" and case.get("max_rel_err"):
-            err = case.get("max_rel_err")  # RecordProperty outside <properties> (older gtest)
-        print("%s|%s|%s|%s" % (name, status, err, case.get("time", "?")))
+def gtest(*paths):
+    """One line per test, over the reports of every rank that ran it: FAIL if it failed on any,
+    skipped if skipped on all, else pass; the largest max_rel_err and time."""
+    tests = {}
+    for path in paths:
+        root = ET.parse(path).getroot()
+        for case in root.iter("testcase"):
+            name = "%s.%s" % (case.get("classname"), case.get("name"))
+            if case.find("failure") is not None:
+                status = "FAIL"
+            elif case.get("result") == "skipped" or case.find("skipped") is not None or case.get("status") == "notrun":
+                status = "skipped"
+            else:
+                status = "pass"
+            err = None
+            props = case.find("properties")
+            if props is not None:
+                for p in props.iter("property"):
+                    if p.get("name") == "max_rel_err":
+                        err = p.get("value")
+            if err is None:
+                err = case.get("max_rel_err")  # RecordProperty outside <properties> (older gtest)
+            t = tests.setdefault(name, {"status": [], "err": [], "time": []})
+            t["status"].append(status)
+            if err is not None:
+                t["err"].append(float(err))
+            t["time"].append(float(case.get("time", "0") or 0))
+    for name, t in tests.items():
+        st = t["status"]
+        status = "FAIL" if "FAIL" in st else "skipped" if all(x == "skipped" for x in st) else "pass"
+        err = "%.3g" % max(t["err"]) if t["err"] else "-"
+        print("%s|%s|%s|%.3g" % (name, status, err, max(t["time"])))
     return 0
 
 

@@ -95,7 +95,7 @@ struct RankJob {
   std::unique_ptr<ResultWriter> writer;  // rank 0's
   int64_t num_rows = 0;                  // results rows, known on rank 0
   int64_t num_lines = 0;                 // input lines (fewer than rows when some line has n > 1)
-  ComputePlane plane;
+  std::optional<ComputePlane> plane;  // see ComputePlane for its teardown order
   std::optional<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;  // replica leaders'
 };
@@ -152,10 +152,10 @@ int make_backend(RankJob& r) {
   const CpuThreads cpu = cpu_threads(r.job);
   openblas_set_num_threads(cpu.threads);
   omp_set_num_threads(cpu.threads);  // the CPU backend's own loops (attention)
-  const int code = collective_check([&] { r.plane = make_compute_plane(r.job, r.topo); });
+  const int code = collective_check([&] { r.plane.emplace(make_compute_plane(r.job, r.topo)); });
   if (code) return code;
   if (r.log) {
-    std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", r.plane.backend->name().c_str(), r.plane.reason.c_str());
+    std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", r.plane->backend->name().c_str(), r.plane->reason.c_str());
     std::fprintf(stderr, "[tpbatch] CPU threads per rank: %d on rank 0 (%s)\n", cpu.threads, cpu.why.c_str());
   }
   return 0;
@@ -177,7 +177,7 @@ int load_shard(RankJob& r) {
   const JobSpec& job = r.job;
   const ModelConfig& cfg = r.cfg;
   const Topology& topo = r.topo;
-  Backend& backend = *r.plane.backend;
+  Backend& backend = *r.plane->backend;
   return collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
     const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
@@ -187,8 +187,8 @@ int load_shard(RankJob& r) {
     KvLayout kv;
     kv.dtype = kv_cache_dtype(job, backend);
     kv.block_size = job.engine.block_size;
-    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane.device < 0);
-    r.runner.emplace(std::move(shard), backend, *r.plane.tp, kv);
+    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane->device < 0);
+    r.runner.emplace(std::move(shard), backend, *r.plane->tp, kv);
     if (topo.is_replica_leader()) r.tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
   });
 }
@@ -206,7 +206,7 @@ void report_memory(const RankJob& r) {
   const int64_t kv_tokens = kv.num_blocks * kv.block_size;
   std::fprintf(stderr,
                "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0\n",
-               most / (1 << 20), least / (1 << 20), r.plane.backend->name().c_str(),
+               most / (1 << 20), least / (1 << 20), r.plane->backend->name().c_str(),
                dtype_name(runner.shard().weight_dtype), resident_mib());
   std::fprintf(stderr,
                "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
@@ -224,7 +224,7 @@ void report_memory(const RankJob& r) {
 // against the alpha-beta model T = alpha + 2(t-1)/t * S / B.
 void report_replica_zero(const RankJob& r, const ReplicaStats& stats) {
   const Topology& topo = r.topo;
-  const ComputePlane& plane = r.plane;
+  const ComputePlane& plane = *r.plane;
   std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld\n",
                static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
                static_cast<long long>(stats.prefix_cache_hit_tokens));
@@ -257,7 +257,7 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
                            r.topo.layout.data() - 1);
   auto source = make_local_work_source(dispatcher);
   dispatcher.serve_first_requests();
-  stats = run_replica_leader(job, *r.tokenizer, *r.runner, r.topo, *r.plane.pp, *source);
+  stats = run_replica_leader(job, *r.tokenizer, *r.runner, r.topo, *r.plane->pp, *source);
   report_replica_zero(r, stats);
   while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
   if (r.topo.layout.data() > 1)
@@ -292,9 +292,9 @@ int run_rows(RankJob& r, ReplicaStats& stats) {
       exit_code = run_rank_zero(r, control, stats);
     } else if (r.topo.is_replica_leader()) {
       auto source = make_remote_work_source(control);
-      stats = run_replica_leader(r.job, *r.tokenizer, *r.runner, r.topo, *r.plane.pp, *source);
+      stats = run_replica_leader(r.job, *r.tokenizer, *r.runner, r.topo, *r.plane->pp, *source);
     } else {
-      stats = run_replica_worker(*r.runner, r.topo, *r.plane.pp);
+      stats = run_replica_worker(*r.runner, r.topo, *r.plane->pp);
     }
     MPI_Comm_free(&control);
   } catch (const Error& e) {
@@ -364,7 +364,9 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   const int exit_code = run_rows(r, stats);
   report_pipeline_busy(r, stats);
   r.runner.reset();
-  r.plane = ComputePlane{};  // before the MPI communicators it runs over
+  // The communicators, then the backend (ComputePlane's member order), and all of them before the
+  // MPI communicators they run over.
+  r.plane.reset();
   r.topo = Topology{};
   return finish(exit_code);
 }

@@ -47,14 +47,6 @@ BackendKind choose_backend(std::optional<BackendKind> requested, bool every_rank
   return *requested;
 }
 
-AllreduceAlgo use_custom_allreduce(size_t bytes, int ranks, bool p2p, bool enabled) {
-  if (!enabled || !p2p) return AllreduceAlgo::Nccl;
-  if (ranks < 2 || ranks > 8 || ranks % 2 != 0) return AllreduceAlgo::Nccl;
-  if (bytes == 0 || bytes % 16 != 0 || bytes > kCustomAllreduceMaxBytes) return AllreduceAlgo::Nccl;
-  const size_t one_shot_below = ranks <= 4 ? (512u << 10) : (256u << 10);
-  return bytes < one_shot_below ? AllreduceAlgo::OneShot : AllreduceAlgo::TwoShot;
-}
-
 int graph_bucket(int batch) {
   if (batch <= 1) return 1;
   if (batch <= 2) return 2;

@@ -36,15 +36,6 @@ enum class BackendKind { kCpu, kCuda };
 // only when every rank has a GPU.
 BackendKind choose_backend(std::optional<BackendKind> requested, bool every_rank_has_gpu);
 
-// Which allreduce to use for a message (vLLM's custom allreduce rules): NCCL when the custom
-// kernels are disabled, without P2P between all ranks, for 1 or more than 8 ranks, odd rank
-// counts, sizes not a multiple of 16 bytes or above 8 MiB; otherwise one-shot below 512 KiB
-// (<= 4 ranks) or 256 KiB (6-8 ranks), two-shot above.
-enum class AllreduceAlgo { Nccl, OneShot, TwoShot };
-AllreduceAlgo use_custom_allreduce(size_t bytes, int ranks, bool p2p, bool enabled);
-
-inline constexpr size_t kCustomAllreduceMaxBytes = 8u << 20;
-
 // CUDA-graph batch buckets, as vLLM captures them: 1, 2, 4, 8, 16, 24, ..., 256. Returns the
 // smallest bucket >= batch (1 for batch <= 1), 0 when batch is above the largest (run eagerly).
 int graph_bucket(int batch);

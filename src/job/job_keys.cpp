@@ -93,7 +93,6 @@ const std::vector<JobKey>& job_keys() {
       {"engine.progress_interval", Number{JOB_FIELD(engine.progress_interval), 0.0, false, std::nullopt}},
       {"engine.admission", EnumChoice{{"fifo", "longest_first"}, JOB_ENUM_FIELD(engine.admission, AdmissionPolicy)}},
       {"engine.lookahead", Integer{JOB_FIELD(engine.lookahead), 1}},
-      {"engine.custom_allreduce", Flag{JOB_FIELD(engine.custom_allreduce)}},
       {"engine.prefix_caching", Flag{JOB_FIELD(engine.prefix_caching)}},
       {"engine.watchdog_seconds", Number{JOB_FIELD(engine.watchdog_seconds), 0.0, false, std::nullopt}},
   };

@@ -82,7 +82,6 @@ struct EngineSpec {
   double progress_interval = 10.0;     // seconds between progress lines when not on a terminal
   AdmissionPolicy admission = AdmissionPolicy::kFifo;  // admission order within the look-ahead window
   int64_t lookahead = 64;              // rows a replica reads ahead of what it runs
-  bool custom_allreduce = true;        // use the custom intra-node all-reduce when available
   bool prefix_caching = true;          // share cached KV blocks of equal prompt prefixes within a replica
   double watchdog_seconds = 300.0;     // a rank silent this long ends the job; 0 = off
 };

@@ -13,7 +13,8 @@ foreach(flavour asan tsan)
   target_link_libraries(tpbatch_gpu_tests_${flavour} PRIVATE tpbatch_cuda_${flavour} tpbatch_host_core GTest::gtest
     GTest::gtest_main)
   target_compile_options(tpbatch_gpu_tests_${flavour} PRIVATE ${CUEMU_FLAGS_${flavour}})
-  target_compile_definitions(tpbatch_gpu_tests_${flavour} PRIVATE TPBATCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_compile_definitions(tpbatch_gpu_tests_${flavour} PRIVATE TPBATCH_SHARED_DIR="${TPBATCH_SHARED_DIR}"
+    TPBATCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(tpbatch_gpu_tests_${flavour} TEST_PREFIX emu_${flavour}. DISCOVERY_TIMEOUT 120
     PROPERTIES LABELS emu TIMEOUT 1200 ENVIRONMENT "${EMU_TEST_ENV}")
 endforeach()

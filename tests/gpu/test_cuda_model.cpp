@@ -1,9 +1,9 @@
-// The whole model on the CUDA backend against the CPU backend: stories260K (the shared real tiny
-// Llama) through ModelRunner on both, a prompt's prefill then greedy decode steps, each step's
-// tokens fed to both (the CPU's choice). Greedy tokens must agree (up to near-ties, within 0.1
-// in logit) and the log-probability of every chosen token within 0.15 (bf16 activations and KV
-// cache against fp32; a bf16 KV cache alone moves stories260K's log-probabilities by ~0.03). Weights: the
-// checkpoint's F32 (TF32 GEMMs on CUDA) and bf16. Skips without a GPU or the shared model.
+// The whole model on the CUDA backend against the CPU backend: stories260K (the real tiny Llama)
+// through ModelRunner on both, a prompt's prefill then greedy decode steps, each step's tokens
+// fed to both (the CPU's choice). Greedy tokens must agree (up to near-ties, within 0.1 in logit)
+// and the log-probability of every chosen token within 0.15 (bf16 activations and KV cache
+// against fp32; a bf16 KV cache alone moves stories260K's log-probabilities by ~0.03). Weights:
+// the checkpoint's F32 (TF32 GEMMs on CUDA) and bf16. Skips without a GPU or stories260K.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,9 +26,19 @@
 namespace tpbatch {
 namespace {
 
-std::filesystem::path shared_model() {
-  if (const char* dir = std::getenv("TPBATCH_SHARED_DIR")) return std::filesystem::path(dir) / "models/stories260K";
-  return std::filesystem::path(__FILE__).parent_path() / "../../../shared/models/stories260K";
+// stories260K: the repository's copy (models/, which travels with the working tree), else the
+// shared assets folder; empty when neither has it.
+std::filesystem::path stories_model() {
+  std::vector<std::filesystem::path> roots;
+  if (const char* dir = std::getenv("TPBATCH_SOURCE_DIR")) roots.emplace_back(dir);
+  roots.emplace_back(TPBATCH_SOURCE_DIR);
+  if (const char* dir = std::getenv("TPBATCH_SHARED_DIR")) roots.emplace_back(dir);
+  roots.emplace_back(TPBATCH_SHARED_DIR);
+  for (const auto& root : roots) {
+    const std::filesystem::path model = root / "models/stories260K";
+    if (std::filesystem::exists(model / "config.json") && std::filesystem::exists(model / "model.safetensors")) return model;
+  }
+  return {};
 }
 
 // TP = 1 on one backend: allreduce is the identity, allgather a copy.
@@ -133,19 +143,22 @@ class CudaModel : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    if (!std::filesystem::exists(shared_model() / "config.json")) GTEST_SKIP() << "no " << shared_model();
+    model_ = stories_model();
+    if (model_.empty())
+      GTEST_SKIP() << "no models/stories260K in the repository (" TPBATCH_SOURCE_DIR ") or the shared folder";
   }
+  std::filesystem::path model_;
 };
 
 TEST_F(CudaModel, Stories260KGreedyDecodeMatchesCpuWithF32Weights) {
-  const ModelConfig cfg = load_model_config(shared_model());
-  const WeightStore weights = WeightStore::open(shared_model());
+  const ModelConfig cfg = load_model_config(model_);
+  const WeightStore weights = WeightStore::open(model_);
   run_and_compare(cfg, weights, DType::F32, DType::BF16);
 }
 
 TEST_F(CudaModel, Stories260KGreedyDecodeMatchesCpuWithBf16WeightsAndF32Cache) {
-  const ModelConfig cfg = load_model_config(shared_model());
-  const WeightStore weights = WeightStore::open(shared_model());
+  const ModelConfig cfg = load_model_config(model_);
+  const WeightStore weights = WeightStore::open(model_);
   run_and_compare(cfg, weights, DType::BF16, DType::F32);
 }
 

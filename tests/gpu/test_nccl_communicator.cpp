@@ -1,19 +1,25 @@
-// The NCCL data plane on the CUDA backend's stream, with two ranks. Runs only under mpirun with
-// two ranks and a GPU, e.g. on one GPU (NCCL then needs a host id per rank, and the device check
-// an override):
+// The NCCL data plane on the CUDA backend's stream, with two ranks: the collectives, pipeline
+// send/recv, and the abort path of the backend's watched host waits (backend/nccl_watch.h).
+// Runs only under mpirun with two ranks and a GPU, e.g. on one GPU (NCCL then needs a host id per
+// rank, and the device check an override), as scripts/gpu_check.sh runs them:
 //   mpirun -np 2 bash -c 'NCCL_HOSTID=r$OMPI_COMM_WORLD_RANK TPBATCH_ALLOW_SHARED_GPU=1 \
-//     exec tests/tpbatch_gpu_tests --gtest_filter=Nccl*'
-// Otherwise every test skips (the plain `ctest -L gpu` run is one process).
+//     exec tests/tpbatch_gpu_tests --gtest_filter=Nccl.*'
+// The NcclAbort tests leave a communicator aborted (and, on one rank, the backend): run each in its
+// own mpirun (--gtest_filter=NcclAbort.<name>). Otherwise every test skips (the plain
+// `ctest -L gpu` run is one process).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/device_selection.h"
+#include "backend/nccl_watch.h"
+#include "common/error.h"
 
 namespace tpbatch {
 namespace {
@@ -107,6 +113,60 @@ TEST_F(Nccl, SendRecvBothWaysInCallOrder) {
   for (float x : got) ASSERT_EQ(x, float(peer + 1));
   EXPECT_EQ(comm_->stats().at("send").calls, 2);
   EXPECT_EQ(comm_->stats().at("recv").calls, 2);
+}
+
+// The abort path: the communicator as the backend's host waits see it (an AsyncErrorSource).
+class NcclAbort : public Nccl {
+ protected:
+  static constexpr size_t kBytes = 4096;
+  AsyncErrorSource& source() { return dynamic_cast<AsyncErrorSource&>(*comm_); }
+  // One message from rank 0 to rank 1 first: NCCL connects a pair at its first send/recv (on the
+  // host, with both sides taking part), so what follows meets an established connection.
+  void connect(const Buffer& buf) {
+    if (rank_ == 0)
+      comm_->send(buf.view(), kBytes, 1);
+    else
+      comm_->recv(buf.view(), kBytes, 0);
+    backend_->synchronize();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+};
+
+// ncclCommAbort ends the communicator's pending kernels: a receive that will never be matched no
+// longer holds the stream, and the aborted communicator refuses further calls.
+TEST_F(NcclAbort, AbortEndsAPendingReceiveAndTheStreamDrains) {
+  Buffer buf = backend_->alloc(kBytes / 4, DType::F32);
+  connect(buf);
+  if (rank_ == 1) {
+    comm_->recv(buf.view(), kBytes, 0);  // rank 0 never sends it
+    source().abort();
+    EXPECT_NO_THROW(backend_->synchronize());
+    EXPECT_THROW(comm_->recv(buf.view(), kBytes, 0), Error);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A peer that goes away while this rank waits for it (rank 0 aborts its communicator, which closes
+// its connections as a dying process's would): NCCL reports an asynchronous error on rank 1, whose
+// host wait then aborts its communicators and throws instead of hanging; the backend stays aborted.
+TEST_F(NcclAbort, PeerGoneDuringAWaitAbortsTheCommunicatorsAndThrows) {
+  Buffer buf = backend_->alloc(kBytes / 4, DType::F32);
+  connect(buf);
+  if (rank_ == 1) comm_->recv(buf.view(), kBytes, 0);  // rank 0 never sends it
+  MPI_Barrier(MPI_COMM_WORLD);                          // queued before the peer goes
+  if (rank_ == 0) {
+    source().abort();
+  } else {
+    try {
+      backend_->synchronize();
+      ADD_FAILURE() << "expected the wait to throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("communicators aborted"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(backend_->synchronize(), Error);
+    EXPECT_THROW(comm_->recv(buf.view(), kBytes, 0), Error);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 }  // namespace

@@ -81,41 +81,6 @@ TEST(ChooseBackend, CudaWithoutGpusIsAJobErrorNamingTheProblem) {
   }
 }
 
-TEST(CustomAllreduce, SmallMessagesOnFourRanksAreOneShot) {
-  EXPECT_EQ(use_custom_allreduce(16, 4, true, true), AllreduceAlgo::OneShot);
-  EXPECT_EQ(use_custom_allreduce((512 << 10) - 16, 4, true, true), AllreduceAlgo::OneShot);
-}
-
-TEST(CustomAllreduce, FourRanksSwitchToTwoShotAt512KiB) {
-  EXPECT_EQ(use_custom_allreduce(512 << 10, 4, true, true), AllreduceAlgo::TwoShot);
-  EXPECT_EQ(use_custom_allreduce(512 << 10, 2, true, true), AllreduceAlgo::TwoShot);
-}
-
-TEST(CustomAllreduce, EightRanksSwitchToTwoShotAt256KiB) {
-  EXPECT_EQ(use_custom_allreduce((256 << 10) - 16, 8, true, true), AllreduceAlgo::OneShot);
-  EXPECT_EQ(use_custom_allreduce(256 << 10, 8, true, true), AllreduceAlgo::TwoShot);
-}
-
-TEST(CustomAllreduce, AboveEightMiBIsNccl) {
-  EXPECT_EQ(use_custom_allreduce(8 << 20, 8, true, true), AllreduceAlgo::TwoShot);
-  EXPECT_EQ(use_custom_allreduce((8 << 20) + 16, 8, true, true), AllreduceAlgo::Nccl);
-}
-
-TEST(CustomAllreduce, WithoutP2PIsNccl) { EXPECT_EQ(use_custom_allreduce(1024, 4, false, true), AllreduceAlgo::Nccl); }
-
-TEST(CustomAllreduce, DisabledIsNccl) { EXPECT_EQ(use_custom_allreduce(1024, 4, true, false), AllreduceAlgo::Nccl); }
-
-TEST(CustomAllreduce, UnsupportedRankCountsAreNccl) {
-  EXPECT_EQ(use_custom_allreduce(1024, 1, true, true), AllreduceAlgo::Nccl);
-  EXPECT_EQ(use_custom_allreduce(1024, 3, true, true), AllreduceAlgo::Nccl);
-  EXPECT_EQ(use_custom_allreduce(1024, 16, true, true), AllreduceAlgo::Nccl);
-}
-
-TEST(CustomAllreduce, SizesNotAMultipleOf16BytesAreNccl) {
-  EXPECT_EQ(use_custom_allreduce(1028, 4, true, true), AllreduceAlgo::Nccl);
-  EXPECT_EQ(use_custom_allreduce(0, 4, true, true), AllreduceAlgo::Nccl);
-}
-
 TEST(GraphBucket, SmallBatchesRoundUpToPowersOfTwo) {
   EXPECT_EQ(graph_bucket(1), 1);
   EXPECT_EQ(graph_bucket(2), 2);

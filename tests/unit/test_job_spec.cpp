@@ -87,7 +87,6 @@ TEST_F(JobSpecTest, EngineExtraKeysHaveDefaults) {
   EXPECT_EQ(j.engine.progress_interval, 10.0);
   EXPECT_EQ(j.engine.admission, AdmissionPolicy::kFifo);
   EXPECT_EQ(j.engine.lookahead, 64);
-  EXPECT_TRUE(j.engine.custom_allreduce);
   EXPECT_EQ(j.engine.watchdog_seconds, 300.0);
 }
 
@@ -116,7 +115,6 @@ engine:
   max_seqs: 128
   kv_cache_tokens: 100000
   memory_utilization: 0.5
-  custom_allreduce: false
   watchdog_seconds: 60
 )");
   EXPECT_EQ(j.dtype, DTypeChoice::kBFloat16);
@@ -134,7 +132,6 @@ engine:
   EXPECT_EQ(j.engine.max_batch_tokens, 8192);
   EXPECT_EQ(j.engine.kv_cache_tokens, 100000);
   EXPECT_EQ(j.engine.memory_utilization, 0.5);
-  EXPECT_FALSE(j.engine.custom_allreduce);
   EXPECT_EQ(j.engine.watchdog_seconds, 60.0);
 }
 
@@ -165,6 +162,13 @@ TEST_F(JobSpecTest, UnknownTopLevelKeySuggestsSection) {
 
 TEST_F(JobSpecTest, UnknownKeyWithoutCloseMatchHasNoSuggestion) {
   EXPECT_EQ(extra_error("frobnicate: 1\n"), "job.yaml: unknown key 'frobnicate'");
+}
+
+// There is no custom allreduce: a job that asks for one gets the ordinary unknown-key error, not a
+// setting that silently does nothing.
+TEST_F(JobSpecTest, CustomAllreduceIsAnUnknownKey) {
+  EXPECT_EQ(extra_error("engine:\n  custom_allreduce: true\n").rfind("job.yaml: unknown key 'engine.custom_allreduce'", 0),
+            0u);
 }
 
 TEST_F(JobSpecTest, WrongTypeNamesKeyAndValue) {
@@ -222,7 +226,6 @@ TEST_F(JobSpecTest, EveryRangeValidationNamesItsKey) {
       {"engine:\n  memory_utilization: 1.2\n", "'engine.memory_utilization' must be a number in (0, 1], got 1.2"},
       {"engine:\n  kv_cache_tokens: -1\n", "'engine.kv_cache_tokens' must be a non-negative integer, got -1"},
       {"engine:\n  block_size: 0\n", "'engine.block_size' must be a positive integer, got 0"},
-      {"engine:\n  custom_allreduce: 3\n", "'engine.custom_allreduce' must be true or false, got 3"},
       {"engine:\n  watchdog_seconds: -1\n", "'engine.watchdog_seconds' must be a number >= 0, got -1"},
       {"engine:\n  max_seqs: 2.5\n", "'engine.max_seqs' must be a positive integer, got 2.5"},
       {"output:\n  logprobs: [1]\n", "'output.logprobs' must be true or false, got a list"},
@@ -348,7 +351,6 @@ TEST_F(JobSpecTest, EffectiveYamlHasEveryKeyWithDefaults) {
   for (const char* k : {"model", "dtype", "device", "task"}) EXPECT_TRUE(n[k]) << k;
   EXPECT_EQ(n["engine"]["memory_utilization"].as<std::string>(), "0.9");
   EXPECT_EQ(n["engine"]["watchdog_seconds"].as<double>(), 300.0);
-  EXPECT_TRUE(n["engine"]["custom_allreduce"].as<bool>());
   EXPECT_TRUE(n["input"]["tokens_field"].IsNull());
   EXPECT_EQ(n["sampling"]["max_new_tokens"].as<int>(), 128);
   EXPECT_EQ(n["output"]["if_exists"].as<std::string>(), "resume");
@@ -369,7 +371,7 @@ TEST_F(JobSpecTest, EffectiveYamlTextIsStable) {
       "output:\n  path: results.h5\n  if_exists: resume\n  logprobs: true\n"
       "engine:\n  max_batch_tokens: 4096\n  max_seqs: 64\n  kv_cache_tokens: 0\n  kv_cache_dtype: auto\n"
       "  memory_utilization: 0.9\n  block_size: 16\n  threads: 0\n  progress_interval: 10.0\n  admission: fifo\n"
-      "  lookahead: 64\n  custom_allreduce: true\n  prefix_caching: true\n  watchdog_seconds: 300.0\n";
+      "  lookahead: 64\n  prefix_caching: true\n  watchdog_seconds: 300.0\n";
   EXPECT_EQ(parse().effective_yaml, expected);
 }
 

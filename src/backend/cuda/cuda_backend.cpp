@@ -49,9 +49,17 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 }
 
 CudaBackend::~CudaBackend() {
-  // After an NCCL abort the stream may hold work that never ends: leave everything to the exit.
+  // After an abort the stream may hold work that never ends: leave everything to the exit. So
+  // also when the last wait fails (it marks the backend aborted); a destructor throws nothing.
   if (aborted_) return;
-  cudaStreamSynchronize(stream_);
+  try {
+    wait_stream("CUDA backend teardown");
+  } catch (const std::exception& e) {
+    mark_aborted(e.what());
+    std::fprintf(stderr, "[tpbatch] CUDA backend teardown on device %d: %s; its memory is left to the process exit\n",
+                 device_, e.what());
+    return;
+  }
   for (Scratch* s : {&step_device_, &attention_scratch_, &gemm_x_, &gemm_y_, &moe_device_}) cudaFree(s->data);
   cudaFreeHost(moe_pinned_);
   if (moe_copied_) cudaEventDestroy(moe_copied_);
@@ -72,8 +80,17 @@ CudaBackend::~CudaBackend() {
 void CudaBackend::add_error_source(AsyncErrorSource* source) { sources_.push_back(source); }
 void CudaBackend::remove_error_source(AsyncErrorSource* source) { std::erase(sources_, source); }
 
+void CudaBackend::mark_aborted(const std::string& why) noexcept {
+  bool expected = false;
+  if (!aborted_.compare_exchange_strong(expected, true)) return;  // the first reason is the one to report
+  try {
+    abort_reason_ = why;
+  } catch (...) {  // out of memory for the message: the flag alone still stops waits and frees
+  }
+}
+
 void CudaBackend::wait_event(cudaEvent_t event, const char* what) {
-  if (aborted_) throw Error(std::string(what) + ": the CUDA stream was aborted after an NCCL error");
+  if (aborted_) throw Error(std::string(what) + ": the CUDA backend was aborted earlier: " + abort_reason_);
   WatchedCall watched(what);
   if (sources_.empty()) {
     TPBATCH_CUDA_CHECK(cudaEventSynchronize(event));
@@ -88,8 +105,8 @@ void CudaBackend::wait_event(cudaEvent_t event, const char* what) {
           return true;
         },
         sources_, what);
-  } catch (...) {
-    aborted_ = true;  // conservatively: the error may have come from an aborted communicator too
+  } catch (const std::exception& e) {
+    mark_aborted(e.what());  // conservatively: the error may have come from an aborted communicator too
     throw;
   }
 }
@@ -120,16 +137,35 @@ Buffer CudaBackend::alloc(size_t count, DType dtype) {
   return Buffer(this, p, count, dtype);
 }
 
+// Called from Buffer destructors, also inside a step (a buffer replaced by a larger one) and while
+// unwinding: it must neither throw nor hang. Queued work may still read the block, so it waits
+// for the stream, but through the watched wait: a peer that died mid-step aborts the
+// communicators instead of hanging here. When the wait fails the block is left to the process
+// exit (a kernel may still touch it) and the backend is marked aborted, so the step's next wait
+// throws with the reason.
 void CudaBackend::release(void* data, size_t /*bytes*/) noexcept {
   if (!data || aborted_) return;
-  cudaStreamSynchronize(stream_);  // queued work may still use it
+  try {
+    wait_stream("CUDA free");
+  } catch (const std::exception& e) {
+    mark_aborted(e.what());
+    std::fprintf(stderr, "[tpbatch] CUDA free on device %d: %s; the block is left to the process exit\n", device_,
+                 e.what());
+    return;
+  }
   cudaFree(data);
 }
 
 void CudaBackend::ensure_pinned(void*& buffer, size_t& cap, size_t bytes) {
   if (bytes <= cap) return;
   const size_t want = std::max(bytes, 2 * cap);
-  if (buffer) TPBATCH_CUDA_CHECK(cudaFreeHost(buffer));  // callers made sure no copy still reads it
+  // Callers made sure no copy still reads the old buffer, but cudaFreeHost (like cudaFree) waits
+  // for the whole device, which behind an NCCL kernel whose peer died never returns: drain the
+  // stream with the watched wait first (growth is rare, the wait cheap).
+  if (buffer) {
+    wait_stream("CUDA pinned buffer growth");
+    TPBATCH_CUDA_CHECK(cudaFreeHost(buffer));
+  }
   buffer = nullptr;
   cap = 0;
   TPBATCH_CUDA_CHECK(cudaMallocHost(&buffer, want));
@@ -195,9 +231,13 @@ size_t CudaBackend::memory_available() const {
 
 void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
   if (bytes <= s.bytes) return s.data;
-  wait_stream(what);  // the old block may still be read by queued kernels
-  TPBATCH_CUDA_CHECK(cudaFree(s.data));
-  s.data = nullptr;
+  // The old block may still be read by queued kernels, and cudaFree waits for the whole device:
+  // the watched wait drains the stream first, or aborts on a dead peer instead of hanging.
+  if (s.data) {
+    wait_stream(what);
+    TPBATCH_CUDA_CHECK(cudaFree(s.data));
+    s.data = nullptr;
+  }
   const size_t want = std::max(bytes, 2 * s.bytes);
   s.bytes = 0;
   TPBATCH_CUDA_CHECK(cudaMalloc(&s.data, want));

@@ -11,7 +11,10 @@
 // - begin_step() packs the step's ids, positions, per-row attention table, block tables, tile
 //   index and logit requests into one pinned buffer and sends it with one cudaMemcpyAsync.
 //   Two pinned buffers alternate, each reused only after an event says its last copy is done.
-// - Host waits poll cudaEventQuery and the registered AsyncErrorSources (nccl_watch.h).
+// - Host waits poll cudaEventQuery and the registered AsyncErrorSources (nccl_watch.h), the waits
+//   before every free included (cudaFree/cudaFreeHost wait for the whole device). release() and
+//   the destructors cannot throw: when their wait fails they mark the backend aborted and leave
+//   the memory to the process exit.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -77,7 +80,8 @@ class CudaBackend final : public Backend {
   void remove_error_source(AsyncErrorSource* source);
   // Waits for everything queued so far, polling the error sources.
   void wait_stream(const char* what);
-  // After an abort the stream may never drain: destructors then skip their waits and frees.
+  // After an abort (an NCCL error, or a failed wait) the stream may never drain: destructors
+  // then skip their waits and frees, and every later wait throws.
   bool aborted() const { return aborted_; }
 
  protected:
@@ -91,6 +95,7 @@ class CudaBackend final : public Backend {
   };
   void* scratch(Scratch& s, size_t bytes, const char* what);
   void wait_event(cudaEvent_t event, const char* what);
+  void mark_aborted(const std::string& why) noexcept;  // the first call's reason is kept
   void ensure_pinned(void*& buffer, size_t& cap, size_t bytes);
 
   int device_;
@@ -100,6 +105,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t wait_event_ = nullptr;
   std::vector<AsyncErrorSource*> sources_;
   std::atomic<bool> aborted_{false};
+  std::string abort_reason_;  // written once, by the call that sets aborted_
 
   // begin_step(): two pinned host buffers in turn, one device buffer, and what the host keeps.
   void* step_pinned_[2] = {nullptr, nullptr};

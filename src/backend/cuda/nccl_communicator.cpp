@@ -1,6 +1,7 @@
 #include "backend/cuda/nccl_communicator.h"
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -58,10 +59,22 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, CudaBackend& backend) : backen
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  // Pending collectives must finish before the communicator goes. The wait is the backend's
+  // watched one, with this communicator still among its sources: a peer that died aborts the
+  // communicators (this one included) instead of hanging here. A communicator whose peer failed
+  // after its last wait is aborted rather than destroyed (ncclCommDestroy's finalisation may
+  // wait for the peer). After any abort: no wait, no destroy (ncclCommAbort freed it). A
+  // destructor throws nothing.
+  if (!aborted_ && nccl_ && !backend_.aborted()) {
+    try {
+      backend_.wait_stream("NCCL communicator teardown");
+      if (!poll_async_error().empty()) abort();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[tpbatch] NCCL communicator (rank %d of %d) teardown: %s\n", rank_, size_, e.what());
+    }
+  }
   backend_.remove_error_source(this);
-  if (aborted_ || backend_.aborted() || !nccl_) return;
-  // Pending collectives must finish before the communicator goes.
-  cudaStreamSynchronize(backend_.stream());
+  if (aborted_ || !nccl_ || backend_.aborted()) return;
   ncclCommDestroy(nccl_);
 }
 
