@@ -1,9 +1,7 @@
 // The cuBLAS stand-in: the handle API and cublasGemmEx, queued on the handle's stream and
-// computed by a plain column-major reference GEMM (double accumulation, then alpha/beta, then the
-// output type's round-to-nearest-even). It checks what real cuBLAS documents instead of computing
-// garbage: leading dimensions, the (compute type, A/B/C type) table, and that every operand's
-// extent lies inside one device allocation. CUBLAS_COMPUTE_32F_FAST_TF32 rounds A and B to TF32
-// (10 mantissa bits) as the tensor cores do. With beta == 0, C is not read (it may hold NaNs).
+// computed by reference_gemm (gemm_reference.h). It checks what real cuBLAS documents instead of
+// computing garbage: leading dimensions, the (compute type, A/B/C type) table, and that every
+// operand's extent lies inside one device allocation.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -15,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm_reference.h"
 #include "host_state.h"
 
 
@@ -33,28 +32,6 @@ size_t type_size(cudaDataType t) {
     default: return 0;
   }
 }
-float load(const void* p, cudaDataType t, size_t i) {
-  switch (t) {
-    case CUDA_R_32F: return static_cast<const float*>(p)[i];
-    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  }
-}
-void store(void* p, cudaDataType t, size_t i, float v) {
-  switch (t) {
-    case CUDA_R_32F: static_cast<float*>(p)[i] = v; break;
-    case CUDA_R_16F: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    default: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-  }
-}
-float to_tf32(float v) {  // cvt.rna.tf32.f32
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  if ((b & 0x7f800000u) != 0x7f800000u) b = (b + 0x1000u) & ~0x1fffu;
-  std::memcpy(&v, &b, 4);
-  return v;
-}
-
 // cublasGemmEx's table of supported (compute, A/B, C) types, for the real types emulated here.
 bool supported(cublasComputeType_t c, cudaDataType ab, cudaDataType out) {
   switch (c) {
@@ -149,24 +126,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
   std::snprintf(buf, sizeof buf, "cublasGemmEx m=%d n=%d k=%d", m, n, k);
   const bool ok = cuemu::enqueue_on(handle->stream, buf, [=] {
-    std::vector<double> acc(size_t(m) * n, 0.0);
-    for (int j = 0; j < n; ++j)
-      for (int p = 0; p < k; ++p) {
-        float b = load(B, Btype, tb ? size_t(j) + size_t(p) * ldb : size_t(p) + size_t(j) * ldb);
-        if (tf32) b = to_tf32(b);
-        for (int i = 0; i < m; ++i) {
-          float a = load(A, Atype, ta ? size_t(p) + size_t(i) * lda : size_t(i) + size_t(p) * lda);
-          if (tf32) a = to_tf32(a);
-          acc[size_t(i) + size_t(j) * m] += double(a) * double(b);
-        }
-      }
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        const size_t ci = size_t(i) + size_t(j) * ldc;
-        float v = al * static_cast<float>(acc[size_t(i) + size_t(j) * m]);
-        if (be != 0.0f) v += be * load(C, Ctype, ci);
-        store(C, Ctype, ci, v);
-      }
+    cuemu::reference_gemm(ta, tb, m, n, k, al, A, Atype, lda, B, Btype, ldb, be, C, Ctype, ldc, tf32);
   });
   return ok ? CUBLAS_STATUS_SUCCESS : fail(CUBLAS_STATUS_EXECUTION_FAILED, "invalid stream");
 }

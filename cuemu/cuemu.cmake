@@ -34,7 +34,8 @@ set(CUEMU_FLAGS_tsan -fsanitize=thread)
 function(cuemu_runtime NAME FLAVOUR)
   add_library(${NAME}_executor STATIC ${CUEMU_DIR}/block_executor.cpp ${CUEMU_DIR}/fiber.cpp)
   add_library(${NAME} STATIC ${CUEMU_DIR}/streams.cpp ${CUEMU_DIR}/device_memory.cpp ${CUEMU_DIR}/copies.cpp
-    ${CUEMU_DIR}/launch.cpp ${CUEMU_DIR}/device_queries.cpp ${CUEMU_DIR}/cublas.cpp ${CUEMU_DIR}/nccl.cpp)
+    ${CUEMU_DIR}/launch.cpp ${CUEMU_DIR}/device_queries.cpp ${CUEMU_DIR}/cublas.cpp ${CUEMU_DIR}/gemm_reference.cpp
+    ${CUEMU_DIR}/nccl.cpp)
   foreach(t ${NAME}_executor ${NAME})
     target_include_directories(${t} SYSTEM PUBLIC ${CUEMU_INCLUDE_DIRS})
     target_include_directories(${t} PUBLIC ${CUEMU_DIR})

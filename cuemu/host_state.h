@@ -66,6 +66,7 @@ bool enqueue_on(cudaStream_t s, std::string what, std::function<void()> fn);
 bool device_range(const void* p, size_t bytes, std::string* why);
 // Called by the running operation: it will never complete (until unstick(), NCCL's abort).
 void hang_current_op(const std::string& why);
+void unstick_current_op();
 void unstick(cudaStream_t s);
 
 }  // namespace cuemu

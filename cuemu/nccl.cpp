@@ -140,6 +140,9 @@ void run_op(const std::shared_ptr<ncclComm>& c, const std::function<void()>& bod
     c->last_error = f.what;
     c->async = f.code;
     cuemu::hang_current_op("NCCL operation of rank " + std::to_string(c->rank) + ": " + f.what);
+    // An abort that came while this failed ends it: ncclCommAbort sets `aborted` before it
+    // unsticks its streams, so either its unstick or this one clears the hang.
+    if (c->aborted) cuemu::unstick_current_op();
   }
 }
 

@@ -5,6 +5,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -30,6 +32,8 @@ struct Event {
   Stream* s = nullptr;
   uint64_t seq = 0;
   bool queried_pending = false;
+  bool timing = true;  // not cudaEventDisableTiming: recording queues a marker that stamps the time
+  std::shared_ptr<std::chrono::steady_clock::time_point> stamp = std::make_shared<std::chrono::steady_clock::time_point>();
 };
 
 namespace {
@@ -228,6 +232,14 @@ void hang_current_op(const std::string& why) {
   if (t_running) t_running->stuck = why;
 }
 
+void unstick_current_op() {
+  Lock lk = lock_state();
+  if (t_running) {
+    t_running->stuck.clear();
+    st().progress.notify_all();
+  }
+}
+
 void unstick(cudaStream_t s) {
   Lock lk = lock_state();
   cudaError_t err = cudaSuccess;
@@ -296,10 +308,11 @@ cudaError_t cudaDeviceSynchronize(void) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   Lock lk = lock_state();
   if (!e) return set_error_locked(cudaErrorInvalidValue);
   auto* ev = new Event();
+  ev->timing = !(flags & cudaEventDisableTiming);
   st().events.insert(ev);
   *e = reinterpret_cast<cudaEvent_t>(ev);
   return cudaSuccess;
@@ -321,9 +334,23 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   cudaError_t err = cudaSuccess;
   Stream* stream = stream_of_locked(s, &err);
   if (!ev || !stream) return set_error_locked(cudaErrorInvalidResourceHandle);
+  if (ev->timing)
+    enqueue_locked(lk, stream, "event record", [stamp = ev->stamp] { *stamp = std::chrono::steady_clock::now(); });
   ev->s = stream;
   ev->seq = stream->queued;
   ev->queried_pending = false;
+  return cudaSuccess;
+}
+
+// Host time between the two markers (the emulator's time, not a GPU's).
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  Lock lk = lock_state();
+  Event* a = event_of_locked(start);
+  Event* b = event_of_locked(end);
+  if (!a || !b || !ms) return set_error_locked(cudaErrorInvalidResourceHandle);
+  if (!a->timing || !b->timing || !a->s || !b->s) return set_error_locked(cudaErrorInvalidResourceHandle);
+  if (!done_locked(a->s, a->seq) || !done_locked(b->s, b->seq)) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(*b->stamp - *a->stamp).count();
   return cudaSuccess;
 }
 

@@ -21,7 +21,10 @@
 # Knobs: GPU_CHECK_DEBS (build-debs), GPU_CHECK_PREFIX (build-gpu-prefix), GPU_CHECK_BUILD (build-gpu),
 # GPU_CHECK_WORK (build-gpu-work), GPU_CHECK_JOBS (nproc), GPU_CHECK_BUILD_S (300: the build's limit), GPU_CHECK_SKIP (space-separated parts to
 # skip: kernels e2e speed nccl), GPU_CHECK_ASSUME_GPUS=1 (take the GPU paths without a GPU), GPU_CHECK_SPEED_ON_CPU=1 (rehearse the speed/NCCL parts on the CPU
-# with a tiny model), GPU_CHECK_BW_GBS (copy bandwidth when gpu_bench cannot measure it).
+# with a tiny model), GPU_CHECK_BW_GBS (copy bandwidth when gpu_bench cannot measure it),
+# GPU_CHECK_EMULATED=1 (build TPBATCH_CUDA=EMU and let the emulated device, cuemu/, answer every GPU
+# row: the check's own logic rehearsed end to end without a GPU; tiny models stand in for the 125M
+# ones, the slowest attention tests are left out and speed is not measured).
 set -uo pipefail
 # --env: only unpack the prefix and find NCCL, then print `export` lines for the environment the
 # build and tpbatch run in (eval "$(bash scripts/gpu_check.sh --env)"); the rows go to stderr.
@@ -186,7 +189,12 @@ if command -v nvidia-smi >/dev/null; then
   timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$LOGS/nvidia-smi.txt" 2>&1 &&
     GPUS=$(grep -c . "$LOGS/nvidia-smi.txt")
 fi
-if [[ -n "${GPU_CHECK_ASSUME_GPUS:-}" ]]; then
+EMULATED=${GPU_CHECK_EMULATED:-0}
+if [[ "$EMULATED" == 1 ]]; then
+  GPUS=1
+  export CUEMU_DEVICES=1
+  row machine gpu "emulated" "GPU_CHECK_EMULATED: the CUDA backend on the emulated device (cuemu/); $(nproc) cores"
+elif [[ -n "${GPU_CHECK_ASSUME_GPUS:-}" ]]; then
   # Rehearsal of the GPU code paths on a CPU machine: every CUDA step then fails with the binary's
   # own message, which is what a first GPU run with a broken CUDA path would show.
   GPUS=$GPU_CHECK_ASSUME_GPUS
@@ -211,7 +219,7 @@ fi
 NVCC=${CUDACXX:-}
 [[ -z "$NVCC" ]] && NVCC=$(command -v nvcc || true)
 [[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
-if [[ -z "$NVCC" ]] && ((!ENV_ONLY)); then
+if [[ -z "$NVCC" && "$EMULATED" != 1 ]] && ((!ENV_ONLY)); then
   row build nvcc FAIL "no nvcc (PATH, CUDACXX, /usr/local/cuda/bin)"
   exit 1
 fi
@@ -234,8 +242,9 @@ echo "   prefix ready in $((SECONDS - SECONDS_PREFIX)) s"
 
 cmake_args=(-S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
   "-DCMAKE_CUDA_COMPILER=$NVCC")
+[[ "$EMULATED" == 1 ]] && cmake_args=(-S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=EMU)
 command -v ninja >/dev/null && [[ ! -f "$BUILD/CMakeCache.txt" || -f "$BUILD/build.ninja" ]] && cmake_args+=(-G Ninja)
-[[ -n "$NCCL_INC" ]] && cmake_args+=("-DNCCL_INCLUDE_DIR=$NCCL_INC" "-DNCCL_LIBRARY=$NCCL_LIB")
+[[ -n "$NCCL_INC" ]] && cmake_args+=("-DNCCL_INCLUDE_DIR=$NCCL_INC" "-DNCCL_LIBRARY=$NCCL_LIB" "-DCUEMU_NCCL_INCLUDE_DIR=$NCCL_INC")
 if ((HAVE_PREFIX)); then
   cmake_args+=("-DMPI_CXX_COMPILER=$P/usr/bin/mpicxx.openmpi" "-DMPI_C_COMPILER=$P/usr/bin/mpicc.openmpi"
     "-DCBLAS_INCLUDE_DIR=$P/usr/include/$ARCH/openblas-pthread"
@@ -295,8 +304,12 @@ fi
 if ! skipping kernels; then
   rm -f "$WORK/gpu_tests.xml"
   rc=0
-  # The NCCL tests need two ranks: the nccl part runs them.
-  timeout "$(limit 150)" "${PENV[@]}" "$GPU_TESTS" --gtest_filter='-Nccl*' --gtest_output="xml:$WORK/gpu_tests.xml" \
+  # The NCCL tests need two ranks: the nccl part runs them. The emulated device runs a kernel test
+  # a few thousand times slower than a GPU: there the long attention cases are left out.
+  filter='-Nccl*'
+  [[ "$EMULATED" == 1 ]] && filter='-Nccl*:*PrefillChunks*:*DecodeBatch*:*MixedSteps*:*GroupShapes*' &&
+    row kernels "4 attention tests" "left out" "emulated: PrefillChunks, DecodeBatch*, MixedSteps, GroupShapes (ctest -L emu runs them)"
+  timeout "$(limit 150)" "${PENV[@]}" "$GPU_TESTS" --gtest_filter="$filter" --gtest_output="xml:$WORK/gpu_tests.xml" \
     >"$LOGS/gpu_tests.log" 2>&1 || rc=$?
   if [[ ! -f "$WORK/gpu_tests.xml" ]]; then
     row kernels tpbatch_gpu_tests FAIL "exit $rc, no XML: $(log_tail "$LOGS/gpu_tests.log" 3)"
@@ -317,7 +330,7 @@ fi
 
 # ---- the GPU micro-benchmark: copy bandwidth (the floor's denominator) ----------------------------
 BW_GBS=${GPU_CHECK_BW_GBS:-}
-if ((GPUS > 0)) && ! skipping speed; then
+if ((GPUS > 0)) && [[ "$EMULATED" != 1 ]] && ! skipping speed; then
   rc=0
   timeout "$(limit 90)" "${PENV[@]}" "$GPU_BENCH" >"$LOGS/gpu_bench.log" 2>&1 || rc=$?
   bw=$(sed -n 's/^copy: \([0-9.]*\) GB\/s.*/\1/p' "$LOGS/gpu_bench.log" | head -1)
@@ -498,6 +511,14 @@ e2e_pair() {
 CUDA_REFUSED=""  # the binary's message when it refuses device: cuda (the speed part then does not start)
 M125=$WORK/models/m125-f32
 M125BF=$WORK/models/m125-bf16
+PRESET125=125m
+LABEL125=125M
+if [[ "$EMULATED" == 1 ]]; then  # a 125M model on the emulated device would take hours
+  M125=$WORK/models/tiny-f32
+  M125BF=$WORK/models/tiny-bf16
+  PRESET125=tiny
+  LABEL125="tiny (emulated)"
+fi
 if ! skipping e2e; then
   STORIES=""
   for s in "$REPO/models/stories260K" "$REPO/../shared/models/stories260K"; do
@@ -508,15 +529,15 @@ if ! skipping e2e; then
     row e2e stories260K absent "models/stories260K missing: a generated tiny model stands in"
   fi
   [[ -n "$STORIES" ]] && e2e_pair "stories260K fp32" "$STORIES" 8 16 64 "dtype: float32"
-  if make_model "$M125" 120 --preset 125m --dtype float32; then
-    e2e_pair "125M fp32" "$M125" 8 32 32 "dtype: float32"
+  if make_model "$M125" 120 --preset "$PRESET125" --dtype float32; then
+    e2e_pair "$LABEL125 fp32" "$M125" 8 32 32 "dtype: float32"
   else
-    row e2e "125M fp32" FAIL "make-model: $(log_tail "$LOGS/make-model-m125-f32.log" 2)"
+    row e2e "$LABEL125 fp32" FAIL "make-model: $(log_tail "$LOGS/make-model-$(basename "$M125").log" 2)"
   fi
-  if make_model "$M125BF" 120 --preset 125m --dtype bfloat16; then
-    e2e_pair "125M bf16" "$M125BF" 8 32 32 "dtype: bfloat16"
+  if make_model "$M125BF" 120 --preset "$PRESET125" --dtype bfloat16; then
+    e2e_pair "$LABEL125 bf16" "$M125BF" 8 32 32 "dtype: bfloat16"
   else
-    row e2e "125M bf16" FAIL "make-model: $(log_tail "$LOGS/make-model-m125-bf16.log" 2)"
+    row e2e "$LABEL125 bf16" FAIL "make-model: $(log_tail "$LOGS/make-model-$(basename "$M125BF").log" 2)"
   fi
 fi
 
@@ -525,7 +546,7 @@ if ! skipping nccl; then
   dev=cuda
   if ((GPUS == 0)); then dev=cpu; fi
   model=$M125
-  [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset 125m --dtype float32
+  [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset "$PRESET125" --dtype float32
   python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
   sampling=("sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
   common=("dtype: float32" "engine:" "  kv_cache_tokens: 16384")  # a fixed KV cache: the two ranks share the GPU's memory
@@ -606,7 +627,9 @@ speed_run() {
   run_job "$name" "$secs" 1 "$WORK/$name.yaml"
 }
 if ! skipping speed; then
-  if ((GPUS == 0)) && [[ "$SPEED_ON_CPU" != 1 ]]; then
+  if [[ "$EMULATED" == 1 ]]; then
+    row speed "8B bf16 decode/prefill/throughput" "not measured" "the emulated device says nothing about speed"
+  elif ((GPUS == 0)) && [[ "$SPEED_ON_CPU" != 1 ]]; then
     row speed "8B bf16 decode/prefill/throughput" "no device" "needs a GPU (GPU_CHECK_SPEED_ON_CPU=1 rehearses it on a tiny model)"
   elif ((GPUS > 0)) && [[ -n "$CUDA_REFUSED" ]]; then
     row speed "8B bf16 decode/prefill/throughput" refused "not started: $CUDA_REFUSED"

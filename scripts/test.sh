@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds tpbatch and runs the whole test suite through ctest. Where the CUDA toolkit and NCCL are
 # installed (as on the CI machines, which have no GPU) the CUDA backend is compiled and linked too,
-# so it never rots; the tests run on the CPU backend and GPU tests skip without a device.
+# so it never rots; the tests run on the CPU backend and GPU tests skip without a device. Where the
+# CUDA headers are, a second build ($BUILD_DIR-emu, TPBATCH_CUDA=EMU) runs the CUDA backend on the
+# emulated device (cuemu/): the GPU tests plain and under AddressSanitizer+UBSan and
+# ThreadSanitizer, the emulator's own tests and the engine end to end (ctest -L emu); the same
+# ctest arguments apply to both builds. TPBATCH_EMU=0 skips that stage.
 # Usage: scripts/test.sh [ctest args...]   (build folder: $BUILD_DIR, default build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,5 +33,18 @@ if [ -n "$CLANGXX" ]; then
     cmake --build "$BUILD_DIR/fuzz-build" -j "$JOBS" >/dev/null ||
     echo "test.sh: the fuzz targets did not build; tests/e2e/test_fuzzers_bounded.sh will say why"
 fi
-cd "$BUILD_DIR"
-ctest --output-on-failure -j "$JOBS" "$@"
+# The emulated device needs only the CUDA headers (cuda_runtime.h, cublas_v2.h, nccl.h).
+EMU_BUILD=""
+if [ "${TPBATCH_EMU:-1}" != 0 ] && [ -f /usr/local/cuda/include/cuda_runtime.h ] && [ -f /usr/local/cuda/include/nccl.h ]; then
+  EMU_BUILD="$BUILD_DIR-emu"
+  cmake -S . -B "$EMU_BUILD" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=EMU >/dev/null
+  cmake --build "$EMU_BUILD" -j "$JOBS"
+else
+  echo "test.sh: no CUDA headers under /usr/local/cuda (or TPBATCH_EMU=0): the emulated-device stage is skipped"
+fi
+rc=0
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" "$@") || rc=$?
+if [ -n "$EMU_BUILD" ]; then
+  (cd "$EMU_BUILD" && ctest --output-on-failure -j "$JOBS" -L emu "$@") || rc=$?
+fi
+exit "$rc"

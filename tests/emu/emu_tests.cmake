@@ -19,11 +19,16 @@ foreach(flavour asan tsan)
     PROPERTIES LABELS emu TIMEOUT 1200 ENVIRONMENT "${EMU_TEST_ENV}")
 endforeach()
 
-# The NCCL tests of tests/gpu between two ranks.
-add_test(NAME emu.nccl_communicator_two_ranks COMMAND mpirun -np 2 --oversubscribe --bind-to none
-  $<TARGET_FILE:tpbatch_gpu_tests> --gtest_filter=Nccl*)
-set_tests_properties(emu.nccl_communicator_two_ranks PROPERTIES LABELS emu TIMEOUT 300
-  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;CUEMU_DEVICES=2;${EMU_TEST_ENV}")
+# The NCCL tests of tests/gpu between two ranks; each abort test in its own run (it leaves its
+# communicators aborted).
+set(EMU_MPI_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;CUEMU_DEVICES=2;${EMU_TEST_ENV}")
+foreach(filter Nccl.* NcclAbort.AbortEndsAPendingReceiveAndTheStreamDrains
+    NcclAbort.PeerGoneDuringAWaitAbortsTheCommunicatorsAndThrows)
+  string(REPLACE ".*" "" name ${filter})
+  add_test(NAME emu.two_ranks.${name} COMMAND mpirun -np 2 --oversubscribe --bind-to none
+    $<TARGET_FILE:tpbatch_gpu_tests> --gtest_filter=${filter})
+  set_tests_properties(emu.two_ranks.${name} PROPERTIES LABELS emu TIMEOUT 300 ENVIRONMENT "${EMU_MPI_ENV}")
+endforeach()
 
 # The emulator's specification: planted bugs beside their correct twins.
 cuemu_host_sources(PLANTED_SOURCES ${EMU_TEST_DIR}/planted_kernels.cu)

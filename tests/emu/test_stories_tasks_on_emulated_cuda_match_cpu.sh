@@ -7,18 +7,18 @@ source "$(dirname "$0")/lib_emu.sh"
 
 write_job "$WORK/gen.yaml" "$STORIES" "$PROMPTS" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 24" "  ignore_eos: true"
-on cpu 1 "$WORK/gen.yaml" --set output.path="$WORK/cpu.h5" --set sampling.top_logprobs=2
+on cpu 1 "$WORK/gen.yaml" --set output.path="$WORK/cpu.h5" --set sampling.top_logprobs=5
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/cuda.h5"
 grep -q "EMULATED" "$WORK/log" || fail "the start-up log does not say the device is emulated"
-agree "$WORK/cuda.h5" "$WORK/cpu.h5" "generate, fp32 weights (TF32), bf16 KV cache" --expect-rows 9
+agree "$WORK/cuda.h5" "$WORK/cpu.h5" "generate, fp32 weights (TF32), bf16 KV cache"
 
-on cpu 1 "$WORK/gen.yaml" --set output.path="$WORK/cpu-bf16.h5" --set sampling.top_logprobs=2 --set dtype=bfloat16
+on cpu 1 "$WORK/gen.yaml" --set output.path="$WORK/cpu-bf16.h5" --set sampling.top_logprobs=5 --set dtype=bfloat16
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/cuda-bf16.h5" --set dtype=bfloat16
-agree "$WORK/cuda-bf16.h5" "$WORK/cpu-bf16.h5" "generate, bf16 weights" --expect-rows 9
+agree "$WORK/cuda-bf16.h5" "$WORK/cpu-bf16.h5" "generate, bf16 weights"
 
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/cuda-f32kv.h5" --set engine.kv_cache_dtype=float32 \
   --set sampling.top_logprobs=3
-agree "$WORK/cuda-f32kv.h5" "$WORK/cpu.h5" "generate, float32 KV cache, top logprobs on the device" --expect-rows 9
+agree "$WORK/cuda-f32kv.h5" "$WORK/cpu.h5" "generate, float32 KV cache, top logprobs on the device"
 $PY - "$WORK/cuda-f32kv.h5" <<'PY' || fail "top logprobs on the device"
 import h5py, sys, numpy as np
 f = h5py.File(sys.argv[1], "r")
@@ -33,8 +33,8 @@ PY
 
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/cuda-prefix.h5" --set engine.prefix_caching=true
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/cuda-noprefix.h5" --set engine.prefix_caching=false
-agree "$WORK/cuda-prefix.h5" "$WORK/cpu.h5" "prefix caching on" --expect-rows 9
-agree "$WORK/cuda-noprefix.h5" "$WORK/cpu.h5" "prefix caching off" --expect-rows 9
+agree "$WORK/cuda-prefix.h5" "$WORK/cpu.h5" "prefix caching on"
+agree "$WORK/cuda-noprefix.h5" "$WORK/cpu.h5" "prefix caching off"
 
 sampled=(--set sampling.temperature=0.8 --set sampling.top_p=0.9 --set sampling.seed=7)
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/s1.h5" "${sampled[@]}"
@@ -52,6 +52,6 @@ for pooling in last mean; do
   write_job "$WORK/embed.yaml" "$STORIES" "$PROMPTS" "$WORK/out.h5" "task: embed" "embed:" "  pooling: $pooling"
   on cpu 1 "$WORK/embed.yaml" --set output.path="$WORK/embed-cpu.h5"
   on cuda 1 "$WORK/embed.yaml" --set output.path="$WORK/embed-cuda.h5"
-  agree "$WORK/embed-cuda.h5" "$WORK/embed-cpu.h5" "embed, $pooling pooling" --expect-rows 9
+  agree "$WORK/embed-cuda.h5" "$WORK/embed-cpu.h5" "embed, $pooling pooling"
 done
 echo PASS

@@ -11,7 +11,9 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <cmath>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,30 @@ TEST_F(Nccl, SendRecvBothWaysInCallOrder) {
 }
 
 // The abort path: the communicator as the backend's host waits see it (an AsyncErrorSource).
+// Keeps the emulated device honest: its NCCL stand-in rounds a bf16 sum after each addition, in
+// rank order (cuemu/nccl.cpp); with two ranks that is one rounded addition, which real NCCL's
+// reduction must give too, bit for bit, on random values of every magnitude.
+TEST_F(Nccl, Bf16AllreduceOfTwoRanksIsOneRoundedAdditionAsTheEmulatorSums) {
+  const size_t n = 4099;  // not a multiple of NCCL's chunking either
+  std::vector<uint16_t> mine(n), theirs(n), got(n);
+  for (int r = 0; r < 2; ++r) {
+    std::mt19937 rng(100 + r);
+    std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+    std::uniform_int_distribution<int> exp(-20, 20);
+    std::vector<uint16_t>& v = r == rank_ ? mine : theirs;
+    for (size_t i = 0; i < n; ++i) v[i] = f32_to_bf16(std::ldexp(mant(rng), exp(rng)));
+  }
+  Buffer b = backend_->alloc(n, DType::BF16);
+  backend_->upload(b.view(), mine.data(), n * 2);
+  comm_->allreduce_sum(b.view(), n);
+  backend_->download(b.view(), got.data(), n * 2);
+  const std::vector<uint16_t>& r0 = rank_ == 0 ? mine : theirs;
+  const std::vector<uint16_t>& r1 = rank_ == 0 ? theirs : mine;
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(got[i], f32_to_bf16(bf16_to_f32(r0[i]) + bf16_to_f32(r1[i])))
+        << "at " << i << ": " << bf16_to_f32(r0[i]) << " + " << bf16_to_f32(r1[i]);
+}
+
 class NcclAbort : public Nccl {
  protected:
   static constexpr size_t kBytes = 4096;
