@@ -547,7 +547,7 @@ if ! skipping nccl; then
   if ((GPUS == 0)); then dev=cpu; fi
   model=$M125
   [[ -f "$model/model.safetensors" ]] || make_model "$model" 120 --preset "$PRESET125" --dtype float32
-  python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 32000 3
+  python3 "$TOOLS" prompts "$WORK/tp.jsonl" 4 32 "$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$model/config.json")" 3
   sampling=("sampling:" "  max_new_tokens: 32" "  temperature: 0.0" "  ignore_eos: true")
   common=("dtype: float32" "engine:" "  kv_cache_tokens: 16384")  # a fixed KV cache: the two ranks share the GPU's memory
   # TP=1 is the reference: its top logprobs judge near ties.
