@@ -38,7 +38,7 @@ EMU_BUILD=""
 if [ "${TPBATCH_EMU:-1}" != 0 ] && [ -f /usr/local/cuda/include/cuda_runtime.h ] && [ -f /usr/local/cuda/include/nccl.h ]; then
   EMU_BUILD="$BUILD_DIR-emu"
   cmake -S . -B "$EMU_BUILD" -DCMAKE_BUILD_TYPE=Release -DTPBATCH_CUDA=EMU >/dev/null
-  cmake --build "$EMU_BUILD" -j "$JOBS"
+  cmake --build "$EMU_BUILD" -j "$JOBS" --target emu_tests
 else
   echo "test.sh: no CUDA headers under /usr/local/cuda (or TPBATCH_EMU=0): the emulated-device stage is skipped"
 fi

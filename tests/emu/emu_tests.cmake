@@ -66,3 +66,7 @@ foreach(script ${EMU_E2E_TESTS})
   set_tests_properties(emu.${name} PROPERTIES LABELS emu TIMEOUT 900 SKIP_RETURN_CODE 77
     ENVIRONMENT "TPBATCH_CHECKED_BACKEND=1;TPBATCH=$<TARGET_FILE:tpbatch>;TPBATCH_SHARED_DIR=${TPBATCH_SHARED_DIR};TPBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR};TPBATCH_BUILD_DIR=${PROJECT_BINARY_DIR}")
 endforeach()
+
+# What `ctest -L emu` needs, and no more (scripts/test.sh builds only this in the emulated tree).
+add_custom_target(emu_tests DEPENDS tpbatch tpbatch_gpu_tests tpbatch_gpu_tests_asan tpbatch_gpu_tests_tsan
+  cuemu_planted_bugs_plain cuemu_planted_bugs_asan cuemu_planted_bugs_tsan cuemu_nccl_probe)
