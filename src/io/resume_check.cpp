@@ -25,7 +25,7 @@ void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::strin
 // Keys whose value may change between the first run and a resumed one: results do not depend on them.
 bool resume_may_differ(const std::string& key) {
   return key.rfind("engine.", 0) == 0 || key.rfind("parallel.", 0) == 0 || key == "engine" || key == "parallel" ||
-         key == "output.if_exists" || key == "output.path";
+         key == "output.if_exists" || key == "output.path" || key == "output.flush_rows";
 }
 
 }  // namespace

@@ -80,6 +80,9 @@ const std::vector<JobKey>& job_keys() {
       {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
       {"output.if_exists", EnumChoice{{"resume", "overwrite", "fail"}, JOB_ENUM_FIELD(output.if_exists, IfExists)}},
       {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"output.flush_rows", Integer{JOB_FIELD(output.flush_rows), 1, int64_t{1} << 20},
+       [](const JobSpec& j) { return j.output.flush_rows != OutputSpec{}.flush_rows; }},
 
       {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
       {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},

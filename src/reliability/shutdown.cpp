@@ -35,6 +35,7 @@ void install_signal_handlers(int world_rank) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // a closed terminal or ssh session: stop as gracefully as SIGTERM
   sa.sa_handler = on_fatal;
   sa.sa_flags = SA_RESETHAND;
   for (int sig : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE}) sigaction(sig, &sa, nullptr);
