@@ -21,6 +21,7 @@
 #include "engine/row_dispatcher.h"
 #include "io/input_row.h"
 #include "io/input_snapshot.h"
+#include "io/output_paths.h"
 #include "io/result_writer.h"
 #include "job/job_spec.h"
 #include "model/config.h"
@@ -108,6 +109,7 @@ int read_and_agree_on_job(RankJob& r, const std::string& job_path, const std::ve
                           Liveness& liveness) {
   int code = collective_check([&] {
     r.job = load_job(job_path, sets);
+    check_output_apart_from_inputs(r.job, job_path);
     r.cfg = load_model_config(r.job.model);
     const std::string experts = expert_split_problem(r.cfg, r.job.parallel.experts, r.job.parallel.tensor);
     if (!experts.empty()) throw JobError(experts);

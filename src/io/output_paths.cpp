@@ -54,12 +54,13 @@ void check_output_apart_from_inputs(const JobSpec& job, const std::string& job_f
     if (!entry.is_directory(ec)) reads.push_back({entry.path().string(), "a file of the model folder (model)"});
   const OutputPaths out = output_paths(job.output.path);
   const std::pair<std::string, std::string> writes[] = {
-      {out.file, ""}, {out.journal, " (its journal)"}, {out.partial, " (the file a run builds before it replaces it)"}};
+      {out.file, ""}, {out.journal, "its journal"}, {out.partial, "the file a run builds to replace it"}};
   for (const auto& [path, role] : writes)
     for (const Read& r : reads)
       if (same_file(path, r.path))
-        throw JobError("output.path '" + job.output.path + "' would write '" + path + "'" + role + ", which is " +
-                       r.what + " '" + r.path + "': the job would destroy what it reads; choose another output.path");
+        throw JobError("output.path '" + job.output.path + "' " +
+                       (role.empty() ? "is " : "would write " + role + " '" + path + "', which is ") + r.what + " '" +
+                       r.path + "': the job would destroy what it reads; choose another output.path");
 }
 
 }  // namespace tpbatch
