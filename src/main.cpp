@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   auto* export_cmd = app.add_subcommand("export", "write a results file as JSON lines (OpenAI Batch API output or plain)");
   export_cmd->add_option("results", ex.results, "results file (HDF5)")->required();
   export_cmd->add_option("--format", ex.format, "openai | jsonl")->check(CLI::IsMember({"openai", "jsonl"}))->capture_default_str();
-  export_cmd->add_option("--output,-o", ex.output, "output file (default: standard output)");
+  export_cmd->add_option("--output,-o", ex.output, "output file (default or -: standard output)");
   export_cmd->add_option("--input", ex.input, "the job's input file (default: input.path in the results file's job_yaml)");
 
   RenderChatOptions rc;
