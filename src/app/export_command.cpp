@@ -91,6 +91,7 @@ struct RequestInfo {
 
 RequestInfo request_info(const std::string& line) {
   RequestInfo r;
+  if (json_nesting_depth(line) > kMaxJsonDepth) return r;  // not a request the job ran (its row is an error)
   try {
     const auto j = nlohmann::json::parse(line);
     if (j.is_object()) {

@@ -375,10 +375,32 @@ std::string number_as_written(std::string_view line, const std::string& key) {
 
 }  // namespace
 
+int64_t json_nesting_depth(std::string_view text, int64_t stop_above) {
+  int64_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > stop_above) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size) {
   LineContext ctx{index, std::to_string(index)};
   if (is_blank_line(line)) ctx.bad("empty line");
   if (!tok::utf8_is_valid(line)) ctx.bad("invalid UTF-8");
+  if (json_nesting_depth(line) > kMaxJsonDepth)
+    ctx.bad("JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json obj;
   try {
     obj = json::parse(line.begin(), line.end());
@@ -503,7 +525,9 @@ bool JsonlReader::next(std::string& line) {
 }
 
 int64_t samples_of_line(std::string_view line, const JobSpec& job) {
+  if (job.task != Task::kGenerate) return 1;  // sampling.n is 1 there; a line's "n" is its error row
   if (line.find("\"n\"") == std::string_view::npos) return job.sampling.n;  // no key "n": the common case
+  if (json_nesting_depth(line) > kMaxJsonDepth) return job.sampling.n;  // a bad line
   try {
     const json obj = json::parse(line.begin(), line.end());
     return obj.is_object() ? line_samples(obj, job.sampling.n) : job.sampling.n;
