@@ -97,9 +97,12 @@ class CommittingResultWriter final : public ResultWriter {
   }
 
   void resume() {
+    // The hint never offers overwrite first: it discards every done row, where rerunning with the
+    // settings the file was written with (or another output.path) loses nothing.
     auto refuse = [&](const std::string& why) {
       throw JobError("output '" + name() + "' exists but cannot be resumed: " + why +
-                     " (set output.if_exists: overwrite to replace it, or choose another output.path)");
+                     " (rerun with what the file was written with, or choose another output.path; output.if_exists: "
+                     "overwrite would replace it, discarding its done rows)");
     };
     htri_t is = H5Fis_hdf5(paths_.file.c_str());
     H5Eclear2(H5E_DEFAULT);

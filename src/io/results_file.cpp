@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "io/output_paths.h"
 #include "io/resume_check.h"
 #include "reliability/model_fingerprint.h"
 
@@ -18,6 +19,15 @@ namespace {
 
 constexpr int64_t kFormatVersion = 1;
 constexpr hsize_t kChunkRows = 1024;
+
+// The job's chat_template key (a file), for messages; "" when it names none.
+std::string chat_template_of(const std::string& job_yaml) {
+  const std::string key = "\nchat_template: ";
+  const size_t at = job_yaml.find(key);
+  if (at == std::string::npos) return "";
+  const size_t end = job_yaml.find('\n', at + key.size());
+  return job_yaml.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+}
 
 template <typename T>
 hvl_t vl(const std::vector<T>& v) {
@@ -83,7 +93,8 @@ std::string ResultsFile::resume_refusal(const RunInfo& info) {
   const std::string model = read_attr_str(file_, "model", name_);
   const std::string task = read_attr_str(file_, "task", name_);
   const int64_t rows = read_attr_int(file_, "num_rows", name_);
-  if (model != info.model) return "it holds results of model '" + model + "', this job runs model '" + info.model + "'";
+  if (model != info.model && !same_file(model, info.model))
+    return "it holds results of model '" + model + "', this job runs model '" + info.model + "'";
   if (task != info.task) return "it holds results of task '" + task + "', this job's task is '" + info.task + "'";
   if (rows != info.num_rows)
     return "it holds " + std::to_string(rows) + " rows, this job's input has " + std::to_string(info.num_rows);
@@ -101,6 +112,15 @@ std::string ResultsFile::resume_refusal(const RunInfo& info) {
     if (!diff.empty())
       return "the model folder '" + info.model + "' changed since the file was started (" + diff +
              "): its rows would mix two models";
+  }
+  if (has_attr(file_, "chat_template_fingerprint") || !info.chat_template_fingerprint.empty()) {
+    const std::string there =
+        has_attr(file_, "chat_template_fingerprint") ? read_attr_str(file_, "chat_template_fingerprint", name_) : "";
+    if (there != info.chat_template_fingerprint)
+      return "the chat template changed since the file was started (its fingerprint was " +
+             (there.empty() ? std::string("none") : there) + ", '" + chat_template_of(info.job_yaml) + "' now has " +
+             (info.chat_template_fingerprint.empty() ? std::string("none") : info.chat_template_fingerprint) +
+             "): its prompts would mix two templates";
   }
   num_rows_ = rows;
   for (int d = 0; d < kNumDs; ++d) {
@@ -266,6 +286,8 @@ void ResultsFile::write_run_attrs(const RunInfo& info) {
   write_attr(file_, "num_rows", num_rows_, name_);
   if (!info.input_fingerprint.empty()) write_attr(file_, "input_fingerprint", info.input_fingerprint, types_, name_);
   if (!info.model_fingerprint.empty()) write_attr(file_, "model_fingerprint", info.model_fingerprint, types_, name_);
+  if (!info.chat_template_fingerprint.empty())
+    write_attr(file_, "chat_template_fingerprint", info.chat_template_fingerprint, types_, name_);
 }
 
 void ResultsFile::add_run_metrics(const RunMetrics& m) {
