@@ -189,6 +189,21 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   std::optional<JsonlReader> input;
   if (openai) {
     if (in_path.empty()) throw JobError("'" + o.results + "' does not name its input file: give --input FILE.jsonl");
+    // Each output line takes its kind and model from its input line: only the input the rows were
+    // computed from may label them.
+    if (has_attr(f, "input_fingerprint")) {
+      const std::string there = read_attr_str(f, "input_fingerprint", o.results);
+      std::string here;
+      try {
+        here = input_fingerprint(in_path);
+      } catch (const Error& e) {
+        throw JobError(std::string(e.what()) + " (give --input with the job's input file)");
+      }
+      if (here != there)
+        throw JobError("input file '" + in_path + "' is not the one '" + o.results + "' was computed from (its " +
+                       "fingerprint is " + here + ", the results were computed from " + there + "): its lines would " +
+                       "label other rows; give --input with the job's input file as it was");
+    }
     input.emplace(in_path);
   }
 

@@ -137,8 +137,8 @@ run_killed_at() {
 }
 
 # results_equal REFERENCE FILE...: every FILE holds exactly REFERENCE's rows and job attributes
-# (logprobs within 1e-4: a resumed row may be computed in another batch; job_yaml but its
-# output.path), complete, and nothing is left beside it (no journal, no partial file).
+# (logprobs within 1e-4: a resumed row may be computed in another batch; job_yaml but its paths and
+# if_exists), complete, and nothing is left beside it (no journal, no partial file).
 results_equal() {
   $PY - "$@" <<'PY'
 import os, sys, h5py
@@ -147,7 +147,7 @@ import re
 skip_attrs = {"tpbatch_version", "commit_id"}
 def attrs(f):
     out = {k: v for k, v in f.attrs.items() if k not in skip_attrs}
-    out["job_yaml"] = re.sub(r"(?m)^output:\n  path: .*$", "output:", str(out.get("job_yaml")))
+    out["job_yaml"] = re.sub(r"(?m)^  (path|if_exists): .*\n", "", str(out.get("job_yaml")))
     return out
 def rows(f):
     out = {}
