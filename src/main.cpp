@@ -21,6 +21,7 @@
 #include "common/version.h"
 #include "io/result_writer.h"
 #include "plan/plan_command.h"
+#include "reliability/shutdown.h"
 #include "tools/make_model.h"
 #ifdef TPBATCH_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -161,11 +162,17 @@ int main(int argc, char** argv) {
       if (!plan_gemm_rates.empty()) po.speed.gemm_rates = parse_gemm_rates(plan_gemm_rates);
       return run_plan(po, std::cout);
     }
+    // A damaged results file can crash libhdf5 itself: say which file, at least.
+    const char* damaged = ": it is damaged or not a results file tpbatch wrote";
     if (*inspect) {
+      name_fatal_signals_while("reading results file '" + results_path + "'" + damaged);
       inspect_results(results_path, std::cout);
       return kExitOk;
     }
-    if (*export_cmd) return run_export(ex, std::cout);
+    if (*export_cmd) {
+      name_fatal_signals_while("reading results file '" + ex.results + "'" + damaged);
+      return run_export(ex, std::cout);
+    }
     if (*render_chat) return run_render_chat(rc, std::cout);
     if (*make) {
       make_model(model_dir, mm);

@@ -7,6 +7,8 @@
 //   KILL_SIGNAL=9                 the signal (default SIGKILL)
 //   KILL_TORN=1                   a write at K writes half its bytes first
 //   KILL_TRACE=FILE               appends "N call path" for every counted call
+//   KILL_READS=1                  count reads (read, pread) of those files instead: a crash while a
+//                                 file is read (KILL_SIGNAL=11 stands for a library crashing on it)
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -23,7 +25,7 @@
 
 static long counted;
 static long kill_at = -1;
-static int sig = SIGKILL, torn;
+static int sig = SIGKILL, torn, reads;
 static const char* prefix;
 static char folder[PATH_MAX];
 static int trace_fd = -1;
@@ -34,6 +36,7 @@ __attribute__((constructor)) static void init(void) {
   if (at && atol(at) > 0) kill_at = atol(at);
   if (getenv("KILL_SIGNAL")) sig = atoi(getenv("KILL_SIGNAL"));
   torn = getenv("KILL_TORN") && atoi(getenv("KILL_TORN"));
+  reads = getenv("KILL_READS") && atoi(getenv("KILL_READS"));
   if (prefix) {
     snprintf(folder, sizeof folder, "%s", prefix);
     char* slash = strrchr(folder, '/');
@@ -79,13 +82,36 @@ static void stop(void) {
 
 static int fd_call(int fd, const char* call, int folder_too) {
   char path[PATH_MAX];
-  return fd_matches(fd, folder_too, path) && count(call, path);
+  return !reads && fd_matches(fd, folder_too, path) && count(call, path);
+}
+
+static int read_call(int fd, const char* call) {
+  char path[PATH_MAX];
+  return reads && fd > 2 && fd_matches(fd, 0, path) && count(call, path);
+}
+
+ssize_t read(int fd, void* buf, size_t n) {
+  REAL(read);
+  if (read_call(fd, "read")) stop();
+  return real_read(fd, buf, n);
+}
+
+ssize_t pread(int fd, void* buf, size_t n, off_t off) {
+  REAL(pread);
+  if (read_call(fd, "pread")) stop();
+  return real_pread(fd, buf, n, off);
+}
+
+ssize_t pread64(int fd, void* buf, size_t n, off_t off) {
+  REAL(pread64);
+  if (read_call(fd, "pread64")) stop();
+  return real_pread64(fd, buf, n, off);
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
   REAL(write);
   char path[PATH_MAX];
-  if (fd > 2 && fd_matches(fd, 0, path) && count("write", path)) {
+  if (!reads && fd > 2 && fd_matches(fd, 0, path) && count("write", path)) {
     if (torn && n > 1) real_write(fd, buf, n / 2);
     stop();
   }
@@ -95,7 +121,7 @@ ssize_t write(int fd, const void* buf, size_t n) {
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   REAL(pwrite);
   char path[PATH_MAX];
-  if (fd_matches(fd, 0, path) && count("pwrite", path)) {
+  if (!reads && fd_matches(fd, 0, path) && count("pwrite", path)) {
     if (torn && n > 1) real_pwrite(fd, buf, n / 2, off);
     stop();
   }
@@ -105,7 +131,7 @@ ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
 ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) {
   REAL(pwrite64);
   char path[PATH_MAX];
-  if (fd_matches(fd, 0, path) && count("pwrite64", path)) {
+  if (!reads && fd_matches(fd, 0, path) && count("pwrite64", path)) {
     if (torn && n > 1) real_pwrite64(fd, buf, n / 2, off);
     stop();
   }
@@ -144,23 +170,23 @@ ssize_t copy_file_range(int in, loff_t* in_off, int out, loff_t* out_off, size_t
 
 int rename(const char* from, const char* to) {
   REAL(rename);
-  if ((path_matches(from, 0) || path_matches(to, 0)) && count("rename", to)) stop();
+  if (!reads && (path_matches(from, 0) || path_matches(to, 0)) && count("rename", to)) stop();
   return real_rename(from, to);
 }
 
 int renameat(int a, const char* from, int b, const char* to) {
   REAL(renameat);
-  if ((path_matches(from, 0) || path_matches(to, 0)) && count("renameat", to)) stop();
+  if (!reads && (path_matches(from, 0) || path_matches(to, 0)) && count("renameat", to)) stop();
   return real_renameat(a, from, b, to);
 }
 
 int unlink(const char* p) {
   REAL(unlink);
-  if (path_matches(p, 0) && count("unlink", p)) stop();
+  if (!reads && path_matches(p, 0) && count("unlink", p)) stop();
   return real_unlink(p);
 }
 
-static int open_counts(const char* p, int flags) { return (flags & (O_CREAT | O_TRUNC)) && path_matches(p, 0); }
+static int open_counts(const char* p, int flags) { return !reads && (flags & (O_CREAT | O_TRUNC)) && path_matches(p, 0); }
 
 int open(const char* p, int flags, ...) {
   REAL(open);
