@@ -153,6 +153,7 @@ int open_results(RankJob& r) {
     RunInfo info{job.model, task_name(job.task), job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
     if (!job.chat_template.empty()) info.chat_template_fingerprint = file_fingerprint(job.chat_template);
+    info.input_path = job.input.path;
     if (job.task == Task::kEmbed) info.embedding_dim = cfg.hidden_size;
     info.truncated_tokens = job.input.truncate == Truncate::kLeft;
     info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample

@@ -77,5 +77,8 @@ int64_t samples_of_line(std::string_view line, const JobSpec& job);
 
 // "<bytes>:<FNV-1a 64 of the contents, hex>": identifies an input file for resume.
 std::string input_fingerprint(const std::string& path);
+// True when the file at `path` begins with exactly the bytes `fingerprint` identifies, ending at a
+// line's end, and has more after them: an input that grew by appended lines.
+bool input_grew_from(const std::string& path, const std::string& fingerprint);
 
 }  // namespace tpbatch

@@ -114,6 +114,7 @@ class CommittingResultWriter final : public ResultWriter {
       refuse(e.what());
     }
     if (const std::string why = committed->resume_refusal(info_); !why.empty()) refuse(why);
+    const int64_t grown_from = committed->rows_to_grow_to() ? committed->num_rows() : 0;
     done_ = committed->read_done();
     const std::vector<uint8_t> marked = done_;
     committed->drop_unreadable_done_rows(done_);
@@ -125,6 +126,13 @@ class CommittingResultWriter final : public ResultWriter {
       committed.reset();
       begin_partial_copy();
       if (done_ != marked) work_->write_done(done_);
+    }
+    if (grown_from) {
+      if (work_->num_rows() < info_.num_rows) work_->grow(info_.num_rows);
+      done_.resize(static_cast<size_t>(info_.num_rows), 0);
+      std::fprintf(stderr, "[tpbatch] results file '%s': the input grew from %lld to %lld rows, its first %lld lines "
+                   "unchanged: only the new ones are computed\n", name().c_str(), static_cast<long long>(grown_from),
+                   static_cast<long long>(info_.num_rows), static_cast<long long>(grown_from));
     }
     replay_journal(base);
   }

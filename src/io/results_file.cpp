@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "io/input_row.h"
 #include "io/output_paths.h"
 #include "io/resume_check.h"
 #include "reliability/model_fingerprint.h"
@@ -96,16 +97,22 @@ std::string ResultsFile::resume_refusal(const RunInfo& info) {
   if (model != info.model && !same_file(model, info.model))
     return "it holds results of model '" + model + "', this job runs model '" + info.model + "'";
   if (task != info.task) return "it holds results of task '" + task + "', this job's task is '" + info.task + "'";
-  if (rows != info.num_rows)
-    return "it holds " + std::to_string(rows) + " rows, this job's input has " + std::to_string(info.num_rows);
   const std::string diff = job_yaml_difference(read_attr_str(file_, "job_yaml", name_), info.job_yaml);
   if (!diff.empty()) return "it was written by a different job: " + diff;
-  if (has_attr(file_, "input_fingerprint") && !info.input_fingerprint.empty()) {
-    const std::string there = read_attr_str(file_, "input_fingerprint", name_);
-    if (there != info.input_fingerprint)
-      return "its input file had fingerprint " + there + ", the input now has " + info.input_fingerprint +
-             " (the input file changed)";
-  }
+  // An input that grew by appended lines, its old lines byte for byte as they were: the file grows
+  // with it and only the new lines are computed (incremental scoring of a growing data set).
+  const std::string there =
+      has_attr(file_, "input_fingerprint") ? read_attr_str(file_, "input_fingerprint", name_) : std::string();
+  grow_to_ = 0;
+  if (rows < info.num_rows && !there.empty() && !info.input_path.empty() && there != info.input_fingerprint &&
+      input_grew_from(info.input_path, there))
+    grow_to_ = info.num_rows;
+  if (rows != info.num_rows && grow_to_ == 0)
+    return "it holds " + std::to_string(rows) + " rows, this job's input has " + std::to_string(info.num_rows) +
+           (there.empty() || rows > info.num_rows ? "" : " and its first lines are not those the file was computed from");
+  if (!there.empty() && !info.input_fingerprint.empty() && there != info.input_fingerprint && grow_to_ == 0)
+    return "its input file had fingerprint " + there + ", the input now has " + info.input_fingerprint +
+           " (the input file changed)";
   if (has_attr(file_, "model_fingerprint") && !info.model_fingerprint.empty()) {
     const std::string diff =
         model_fingerprint_difference(read_attr_str(file_, "model_fingerprint", name_), info.model_fingerprint);

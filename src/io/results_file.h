@@ -32,6 +32,9 @@ class ResultsFile {
   std::string resume_refusal(const RunInfo& info);
 
   int64_t num_rows() const { return num_rows_; }
+  // Rows a file resumed with a grown input (resume_refusal accepted it) must grow to; 0 otherwise.
+  int64_t rows_to_grow_to() const { return grow_to_; }
+  void grow(int64_t rows) { extend(rows); }
   std::vector<uint8_t> read_done();
   // Rows marked done whose data does not read back (a finish_reason naming how the row ended, and
   // its token lists) are reset to 0 in `done`; a warning names how many.
@@ -66,6 +69,7 @@ class ResultsFile {
   std::string name_;
   OptionalDatasets extra_;
   int64_t num_rows_ = 0;
+  int64_t grow_to_ = 0;
   bool writable_ = false;
 };
 
