@@ -21,6 +21,7 @@
 #include "common/version.h"
 #include "io/result_writer.h"
 #include "plan/plan_command.h"
+#include "reliability/shutdown.h"
 #include "tools/make_model.h"
 #ifdef TPBATCH_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
   auto* export_cmd = app.add_subcommand("export", "write a results file as JSON lines (OpenAI Batch API output or plain)");
   export_cmd->add_option("results", ex.results, "results file (HDF5)")->required();
   export_cmd->add_option("--format", ex.format, "openai | jsonl")->check(CLI::IsMember({"openai", "jsonl"}))->capture_default_str();
-  export_cmd->add_option("--output,-o", ex.output, "output file (default: standard output)");
+  export_cmd->add_option("--output,-o", ex.output, "output file (default or -: standard output)");
   export_cmd->add_option("--input", ex.input, "the job's input file (default: input.path in the results file's job_yaml)");
 
   RenderChatOptions rc;
@@ -164,11 +165,17 @@ int main(int argc, char** argv) {
       if (!plan_gemm_rates.empty()) po.speed.gemm_rates = parse_gemm_rates(plan_gemm_rates);
       return run_plan(po, std::cout);
     }
+    // A damaged results file can crash libhdf5 itself: say which file, at least.
+    const char* damaged = ": it is damaged or not a results file tpbatch wrote";
     if (*inspect) {
+      name_fatal_signals_while("reading results file '" + results_path + "'" + damaged);
       inspect_results(results_path, std::cout);
       return kExitOk;
     }
-    if (*export_cmd) return run_export(ex, std::cout);
+    if (*export_cmd) {
+      name_fatal_signals_while("reading results file '" + ex.results + "'" + damaged);
+      return run_export(ex, std::cout);
+    }
     if (*render_chat) return run_render_chat(rc, std::cout);
     if (*make) {
       make_model(model_dir, mm);

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "io/input_row.h"
 #include "io/optional_datasets.h"
+#include "io/output_paths.h"
 #include "io/results_hdf5.h"
 
 namespace tpbatch {
@@ -90,6 +91,7 @@ struct RequestInfo {
 
 RequestInfo request_info(const std::string& line) {
   RequestInfo r;
+  if (json_nesting_depth(line) > kMaxJsonDepth) return r;  // not a request the job ran (its row is an error)
   try {
     const auto j = nlohmann::json::parse(line);
     if (j.is_object()) {
@@ -166,26 +168,51 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   if (openai && task != "generate" && task != "embed")
     throw JobError("--format openai needs the results of a generate or embed job; '" + o.results + "' is task: " + task);
 
+  // The job's input: an openai export reads it; no export may write over it.
+  std::string in_path = o.input;
+  if (in_path.empty() && has_attr(f, "job_yaml")) {
+    try {
+      const YAML::Node y = YAML::Load(read_attr_str(f, "job_yaml", o.results));
+      if (y["input"] && y["input"]["path"]) in_path = y["input"]["path"].as<std::string>();
+    } catch (const YAML::Exception&) {
+    }
+  }
+  const bool to_stdout = o.output.empty() || o.output == "-";
+  if (!to_stdout) {
+    const OutputPaths results = output_paths(o.results);
+    for (const std::string& read : {results.file, results.journal, results.partial, in_path})
+      if (!read.empty() && same_file(o.output, read))
+        throw JobError("export --output '" + o.output + "' is '" + read + "', which export reads (" +
+                       (read == in_path ? "the job's input file" : "the results file or its companions") +
+                       "): writing it would destroy it; choose another --output");
+  }
   std::optional<JsonlReader> input;
   if (openai) {
-    std::string in_path = o.input;
-    if (in_path.empty() && has_attr(f, "job_yaml")) {
-      try {
-        const YAML::Node y = YAML::Load(read_attr_str(f, "job_yaml", o.results));
-        if (y["input"] && y["input"]["path"]) in_path = y["input"]["path"].as<std::string>();
-      } catch (const YAML::Exception&) {
-      }
-    }
     if (in_path.empty()) throw JobError("'" + o.results + "' does not name its input file: give --input FILE.jsonl");
+    // Each output line takes its kind and model from its input line: only the input the rows were
+    // computed from may label them.
+    if (has_attr(f, "input_fingerprint")) {
+      const std::string there = read_attr_str(f, "input_fingerprint", o.results);
+      std::string here;
+      try {
+        here = input_fingerprint(in_path);
+      } catch (const Error& e) {
+        throw JobError(std::string(e.what()) + " (give --input with the job's input file)");
+      }
+      if (here != there)
+        throw JobError("input file '" + in_path + "' is not the one '" + o.results + "' was computed from (its " +
+                       "fingerprint is " + here + ", the results were computed from " + there + "): its lines would " +
+                       "label other rows; give --input with the job's input file as it was");
+    }
     input.emplace(in_path);
   }
 
   std::ofstream file_out;
-  if (!o.output.empty()) {
+  if (!to_stdout) {
     file_out.open(o.output, std::ios::binary | std::ios::trunc);
     if (!file_out) throw JobError("cannot write '" + o.output + "'");
   }
-  std::ostream& out = o.output.empty() ? stdout_stream : file_out;
+  std::ostream& out = to_stdout ? stdout_stream : file_out;
   // A stable "created" for every body: the results file's modification time.
   struct stat st {};
   const int64_t created = ::stat(o.results.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : 0;
@@ -321,7 +348,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   }
   if (!pending.is_null()) out << pending.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   out.flush();
-  if (!out) throw Error("writing the export failed" + (o.output.empty() ? std::string() : " ('" + o.output + "')"));
+  if (!out) throw Error("writing the export failed" + (to_stdout ? std::string() : " ('" + o.output + "')"));
   return kExitOk;
 }
 

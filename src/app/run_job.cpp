@@ -15,12 +15,14 @@
 #include "app/compute_plane.h"
 #include "backend/backend.h"
 #include "common/error.h"
+#include "common/saturating.h"
 #include "common/version.h"
 #include "engine/progress.h"
 #include "engine/replica.h"
 #include "engine/row_dispatcher.h"
 #include "io/input_row.h"
 #include "io/input_snapshot.h"
+#include "io/output_paths.h"
 #include "io/result_writer.h"
 #include "job/job_spec.h"
 #include "model/config.h"
@@ -49,20 +51,29 @@ double resident_mib() {
 }
 
 // KV cache blocks for this replica: engine.kv_cache_tokens, or what memory allows (never more
-// than max_seqs full-length rows can use). Every rank of the replica takes the minimum.
-// Sized after the weights are resident: host memory is shared by the node's ranks, a GPU's is not.
+// than max_seqs full-length rows can use). Every rank of the replica takes the minimum. An
+// engine.kv_cache_tokens past what memory allows (2^63-1 meant as "no limit") gets what memory
+// allows, with a warning. Sized after the weights are resident: host memory is shared by the node's
+// ranks, a GPU's is not. Every product saturates (common/saturating.h): none may wrap to a tiny cache.
 int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& topo, const Backend& backend,
-                  DType kv_dtype, bool host_memory) {
+                  DType kv_dtype, bool host_memory, bool log) {
   const int64_t bs = job.engine.block_size;
+  const Range layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
+  const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor, layers.size(), kv_dtype);
+  const double sharing = host_memory ? topo.local_size : 1;
+  const double budget = static_cast<double>(backend.memory_available()) * job.engine.memory_utilization / sharing;
+  const int64_t fit = static_cast<int64_t>(std::min(budget / static_cast<double>(per_token), 9.0e18));
   int64_t tokens = job.engine.kv_cache_tokens;
   if (tokens <= 0) {
-    const Range layers = layers_of_stage(cfg.num_layers, topo.layout.pipeline, topo.coords.pp);
-    const int64_t per_token = ModelRunner::kv_bytes_per_token(cfg, topo.layout.tensor, layers.size(), kv_dtype);
-    const double sharing = host_memory ? topo.local_size : 1;
-    const double budget = static_cast<double>(backend.memory_available()) * job.engine.memory_utilization / sharing;
-    tokens = std::min<int64_t>(static_cast<int64_t>(budget / per_token), job.engine.max_seqs * cfg.max_position_embeddings);
+    tokens = std::min(fit, saturating_mul(job.engine.max_seqs, cfg.max_position_embeddings));
+  } else if (tokens > fit) {
+    if (log)
+      std::fprintf(stderr, "[tpbatch] warning: engine.kv_cache_tokens %lld is more than memory holds (%lld tokens at "
+                   "engine.memory_utilization %.2f): the KV cache gets %lld\n", static_cast<long long>(tokens),
+                   static_cast<long long>(fit), job.engine.memory_utilization, static_cast<long long>(fit));
+    tokens = fit;
   }
-  int64_t blocks = std::max<int64_t>(1, (tokens + bs - 1) / bs), agreed = 0;
+  int64_t blocks = std::max<int64_t>(1, ceil_div_no_overflow(tokens, bs)), agreed = 0;
   MPI_Allreduce(&blocks, &agreed, 1, MPI_INT64_T, MPI_MIN, topo.replica->comm());
   return agreed;
 }
@@ -108,6 +119,7 @@ int read_and_agree_on_job(RankJob& r, const std::string& job_path, const std::ve
                           Liveness& liveness) {
   int code = collective_check([&] {
     r.job = load_job(job_path, sets);
+    check_output_apart_from_inputs(r.job, job_path);
     r.cfg = load_model_config(r.job.model);
     const std::string experts = expert_split_problem(r.cfg, r.job.parallel.experts, r.job.parallel.tensor);
     if (!experts.empty()) throw JobError(experts);
@@ -140,6 +152,8 @@ int open_results(RankJob& r) {
     r.num_lines = input.lines;
     RunInfo info{job.model, task_name(job.task), job.effective_yaml, r.world_size, topo.layout.tensor, topo.layout.pipeline,
                  topo.layout.data(), r.num_rows, input.fingerprint, r.model_fp};
+    if (!job.chat_template.empty()) info.chat_template_fingerprint = file_fingerprint(job.chat_template);
+    info.input_path = job.input.path;
     if (job.task == Task::kEmbed) info.embedding_dim = cfg.hidden_size;
     info.truncated_tokens = job.input.truncate == Truncate::kLeft;
     info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample
@@ -187,7 +201,7 @@ int load_shard(RankJob& r) {
     KvLayout kv;
     kv.dtype = kv_cache_dtype(job, backend);
     kv.block_size = job.engine.block_size;
-    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane->device < 0);
+    kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane->device < 0, topo.is_replica_leader());
     r.runner.emplace(std::move(shard), backend, *r.plane->tp, kv);
     if (topo.is_replica_leader()) r.tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
   });

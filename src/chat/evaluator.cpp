@@ -10,6 +10,20 @@
 namespace tpbatch::chat {
 namespace {
 
+// ---- limits ------------------------------------------------------------------------------------
+// A template may not take unbounded memory or time (one row's template would end the whole job):
+// range() as jinja2's sandbox bounds it (MAX_RANGE), every string a template builds and its
+// rendering at 16 MiB (far past any context), and the loop iterations of one rendering.
+constexpr int64_t kMaxRange = 100000;
+constexpr size_t kMaxStringBytes = size_t{16} << 20;
+constexpr int64_t kMaxLoopIterations = 1'000'000;
+
+void check_string_size(size_t bytes, const SourcePos& p, const std::string& what) {
+  if (bytes > kMaxStringBytes)
+    fail(p, what + " would be " + std::to_string(bytes) + " bytes, over the template limit of " +
+                std::to_string(kMaxStringBytes) + " bytes");
+}
+
 // ---- Python str helpers, by code point -------------------------------------------------------
 
 // The tokenizer's decoder; a byte that starts no valid sequence stands for itself (as Latin-1).
@@ -136,10 +150,14 @@ class Renderer {
   // ---- statements ----
   void exec(const Stmt& s, std::string& out) {
     switch (s.kind) {
-      case Stmt::Kind::Text: out += s.text; return;
+      case Stmt::Kind::Text:
+        out += s.text;
+        check_string_size(out.size(), s.pos, "the rendered prompt");
+        return;
       case Stmt::Kind::Output: {
         const Value v = eval(*s.expr);
         out += v.str();
+        check_string_size(out.size(), s.pos, "the rendered prompt");
         return;
       }
       case Stmt::Kind::If:
@@ -215,6 +233,9 @@ class Renderer {
     }
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t k = 0; k < n; ++k) {
+      if (++iterations_ > kMaxLoopIterations)
+        fail(s.pos, "the template ran more than " + std::to_string(kMaxLoopIterations) +
+                        " loop iterations, the template limit");
       bind_targets(s, items[static_cast<size_t>(k)]);
       Dict loop = {{"index0", Value::integer(k)},
                    {"index", Value::integer(k + 1)},
@@ -378,6 +399,12 @@ class Renderer {
         else start = as_int(args[0]), stop = as_int(args[1]);
         if (args.size() == 3) step = as_int(args[2]);
         if (step == 0) fail(e.pos, "range() step must not be zero");
+        const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+        const __int128 items = span <= 0 ? 0 : (span + (step > 0 ? step : -__int128{step}) - 1) / (step > 0 ? step : -__int128{step});
+        if (items > kMaxRange)
+          fail(e.pos, "range() of " + std::to_string(static_cast<long long>(std::min<__int128>(items, INT64_MAX))) +
+                          " items is over the template limit of " + std::to_string(kMaxRange) +
+                          " (as jinja2's sandbox)");
         List out;
         for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(Value::integer(k));
         return Value::new_list(std::move(out));
@@ -445,6 +472,9 @@ class Renderer {
       out.append(s, i, j - i);
       out += to;
       i = j + from.size();
+      if (out.size() > kMaxStringBytes)
+        throw TemplateError("chat template: replace()'s result is over the template limit of " +
+                            std::to_string(kMaxStringBytes) + " bytes");
     }
     out.append(s, i, std::string::npos);
     return out;
@@ -535,6 +565,7 @@ class Renderer {
         if (!first) out += sep ? sep->str() : "";
         first = false;
         out += attr ? attribute(x, attr->str(), e.pos).str() : x.str();
+        check_string_size(out.size(), e.pos, "join()'s result");
       }
       return Value::string(out);
     }
@@ -684,7 +715,12 @@ class Renderer {
     }
     const Value l = eval(*e.a);
     const Value r = eval(*e.b);
-    if (op == "~") return Value::string(l.str() + r.str());
+    if (op == "~") {
+      std::string joined = l.str();
+      const std::string right = r.str();
+      check_string_size(joined.size() + right.size(), e.pos, "'~' of two strings");
+      return Value::string(joined + right);
+    }
     if (op == "==") return Value::boolean(equal(l, r));
     if (op == "!=") return Value::boolean(!equal(l, r));
     if (op == "<") return Value::boolean(less(l, r, e.pos));
@@ -696,7 +732,10 @@ class Renderer {
     if (l.is_undefined() || r.is_undefined())
       fail(e.pos, undefined_message(l.is_undefined() ? l : r) + " (operand of '" + op + "')");
     if (op == "+") {
-      if (l.is_string() && r.is_string()) return Value::string(l.s + r.s);
+      if (l.is_string() && r.is_string()) {
+        check_string_size(l.s.size() + r.s.size(), e.pos, "'+' of two strings");
+        return Value::string(l.s + r.s);
+      }
       if (l.is_list() && r.is_list()) {
         List out = *l.list;
         out.insert(out.end(), r.list->begin(), r.list->end());
@@ -706,8 +745,13 @@ class Renderer {
     if (op == "*") {
       if ((l.is_string() && is_int_like(r)) || (r.is_string() && is_int_like(l))) {
         const std::string& s = l.is_string() ? l.s : r.s;
+        const int64_t times = std::max<int64_t>(0, as_int(l.is_string() ? r : l));
+        if (!s.empty() && times > 0)
+          check_string_size(static_cast<size_t>(std::min<int64_t>(times, INT64_MAX / static_cast<int64_t>(s.size())) *
+                                                static_cast<int64_t>(s.size())),
+                            e.pos, "a string repeated " + std::to_string(times) + " times");
         std::string out;
-        for (int64_t k = 0; k < as_int(l.is_string() ? r : l); ++k) out += s;
+        for (int64_t k = 0; k < times; ++k) out += s;
         return Value::string(out);
       }
     }
@@ -745,6 +789,7 @@ class Renderer {
   }
 
   std::vector<Dict> scopes_;
+  int64_t iterations_ = 0;  // loop iterations of this rendering (kMaxLoopIterations)
 };
 
 }  // namespace

@@ -155,7 +155,10 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   admitter.set_kv_capacity_tokens(allocator.num_blocks() * allocator.block_size());
   StepPipe pipe(topo, runner, pp_data);
   ReplicaStats stats;
-  const size_t lookahead = static_cast<size_t>(std::max<int64_t>(job.engine.lookahead, job.engine.max_seqs));
+  // Rows read ahead: at least max_seqs, but never more than the KV cache could run at once (one
+  // block each), so a max_seqs meant as "no limit" does not read the whole input into memory.
+  const size_t lookahead = static_cast<size_t>(
+      std::max<int64_t>(job.engine.lookahead, std::min<int64_t>(job.engine.max_seqs, allocator.num_blocks())));
   bool more_input = true;
   std::vector<WorkItem> items;
   std::vector<RowResult> immediate;

@@ -292,7 +292,8 @@ void RowDispatcher::record(const RowResult& row) {
   writer_.write(row);
   const double t = now_seconds();
   const bool test_stop = test_stops_after_rows(++recorded_);
-  if (t - last_flush_ > 1.0 || ++unflushed_ >= 64 || test_stop) {  // a crash loses at most a second or 64 rows
+  // A crash loses at most a second or output.flush_rows rows.
+  if (t - last_flush_ > 1.0 || ++unflushed_ >= job_.output.flush_rows || test_stop) {
     writer_.flush();
     last_flush_ = t;
     unflushed_ = 0;

@@ -2,6 +2,7 @@
 #include "io/input_row.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -375,10 +376,32 @@ std::string number_as_written(std::string_view line, const std::string& key) {
 
 }  // namespace
 
+int64_t json_nesting_depth(std::string_view text, int64_t stop_above) {
+  int64_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > stop_above) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size) {
   LineContext ctx{index, std::to_string(index)};
   if (is_blank_line(line)) ctx.bad("empty line");
   if (!tok::utf8_is_valid(line)) ctx.bad("invalid UTF-8");
+  if (json_nesting_depth(line) > kMaxJsonDepth)
+    ctx.bad("JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   json obj;
   try {
     obj = json::parse(line.begin(), line.end());
@@ -503,7 +526,9 @@ bool JsonlReader::next(std::string& line) {
 }
 
 int64_t samples_of_line(std::string_view line, const JobSpec& job) {
+  if (job.task != Task::kGenerate) return 1;  // sampling.n is 1 there; a line's "n" is its error row
   if (line.find("\"n\"") == std::string_view::npos) return job.sampling.n;  // no key "n": the common case
+  if (json_nesting_depth(line) > kMaxJsonDepth) return job.sampling.n;  // a bad line
   try {
     const json obj = json::parse(line.begin(), line.end());
     return obj.is_object() ? line_samples(obj, job.sampling.n) : job.sampling.n;
@@ -547,21 +572,57 @@ int64_t count_jsonl_rows(const std::string& path) {
   return last_nonblank;
 }
 
-std::string input_fingerprint(const std::string& path) {
+namespace {
+
+// FNV-1a 64 over the first `limit` bytes of the file (all of it when limit < 0); `bytes` gets how
+// many were read, `last` the last of them.
+uint64_t hash_prefix(const std::string& path, int64_t limit, uint64_t& bytes, char& last) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("input file '" + path + "' cannot be read");
-  uint64_t hash = 0xcbf29ce484222325ull, bytes = 0;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  bytes = 0;
+  last = '\n';
   std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+  while (in && (limit < 0 || bytes < static_cast<uint64_t>(limit))) {
+    const uint64_t want = limit < 0 ? buf.size() : std::min<uint64_t>(buf.size(), static_cast<uint64_t>(limit) - bytes);
+    in.read(buf.data(), static_cast<std::streamsize>(want));
     const std::streamsize n = in.gcount();
     for (std::streamsize i = 0; i < n; ++i) hash = (hash ^ static_cast<unsigned char>(buf[i])) * 0x100000001b3ull;
+    if (n > 0) last = buf[static_cast<size_t>(n - 1)];
     bytes += static_cast<uint64_t>(n);
+    if (n == 0) break;
   }
+  return hash;
+}
+
+std::string fingerprint_text(uint64_t bytes, uint64_t hash) {
   char out[64];
   std::snprintf(out, sizeof out, "%llu:%016llx", static_cast<unsigned long long>(bytes),
                 static_cast<unsigned long long>(hash));
   return out;
+}
+
+}  // namespace
+
+std::string input_fingerprint(const std::string& path) {
+  uint64_t bytes = 0;
+  char last = 0;
+  const uint64_t hash = hash_prefix(path, -1, bytes, last);
+  return fingerprint_text(bytes, hash);
+}
+
+bool input_grew_from(const std::string& path, const std::string& fingerprint) {
+  const size_t colon = fingerprint.find(':');
+  if (colon == std::string::npos) return false;
+  const long long old_bytes = std::atoll(fingerprint.substr(0, colon).c_str());
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || old_bytes < 0 || static_cast<uint64_t>(old_bytes) >= size) return false;
+  uint64_t bytes = 0;
+  char last = 0;
+  const uint64_t hash = hash_prefix(path, old_bytes, bytes, last);
+  return bytes == static_cast<uint64_t>(old_bytes) && (bytes == 0 || last == '\n') &&
+         fingerprint_text(bytes, hash) == fingerprint;
 }
 
 }  // namespace tpbatch

@@ -57,17 +57,28 @@ class JsonlReader {
   std::deque<std::string> queue_;                  // blank lines (and the line after them) held back
 };
 
+// JSON nested deeper than this is a bad line: parsing, copying and printing a JSON value recurse once
+// per level, and a line of 100,000 '[' would overflow the stack. Real rows nest a few levels.
+inline constexpr int64_t kMaxJsonDepth = 512;
+// The deepest nesting of arrays and objects in a JSON text (strings skipped), stopping early once
+// past `stop_above`.
+int64_t json_nesting_depth(std::string_view text, int64_t stop_above = kMaxJsonDepth);
+
 // A line with nothing but spaces, tabs or '\r' (an empty JSONL row; at the end of file, not a row).
 bool is_blank_line(std::string_view line);
 
 int64_t count_jsonl_rows(const std::string& path);  // same counting rule as JsonlReader
 
-// How many results rows a line has: its "n" (an OpenAI request's body.n) when that is a valid sample
-// count, else the job's sampling.n. A line that is bad in any way has that many rows too, each an
-// error row (parse_input_row says why), so the count never depends on more than this.
+// How many results rows a line has: for task generate its "n" (an OpenAI request's body.n) when that
+// is a valid sample count, else the job's sampling.n; 1 for the other tasks (their "n" is an error
+// row). A line that is bad in any way has that many rows too, each an error row (parse_input_row
+// says why), so the count never depends on more than this.
 int64_t samples_of_line(std::string_view line, const JobSpec& job);
 
 // "<bytes>:<FNV-1a 64 of the contents, hex>": identifies an input file for resume.
 std::string input_fingerprint(const std::string& path);
+// True when the file at `path` begins with exactly the bytes `fingerprint` identifies, ending at a
+// line's end, and has more after them: an input that grew by appended lines.
+bool input_grew_from(const std::string& path, const std::string& fingerprint);
 
 }  // namespace tpbatch

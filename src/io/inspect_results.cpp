@@ -1,5 +1,6 @@
 // `tpbatch inspect`: a summary of a results file. Read-only, and without HDF5's file lock, so it
-// works on the file of a job that is still running (the writer flushes a consistent state regularly).
+// works on the file of a job that is still running: the file is its last commit, and the rows
+// finished since are read from its journal (result_writer.h).
 #include <hdf5.h>
 
 #include <chrono>
@@ -13,6 +14,8 @@
 
 #include "common/error.h"
 #include "io/output_lock.h"
+#include "io/output_paths.h"
+#include "io/row_journal.h"
 #include "io/result_writer.h"
 #include "io/results_hdf5.h"
 
@@ -90,6 +93,30 @@ void inspect_once(const std::string& path, std::ostream& out) {
   int64_t done = 0, errors = 0, prompt_tokens = 0, output_tokens = 0;
   std::vector<std::string> first_errors;
   std::map<std::string, int64_t> reasons;
+  auto count_row = [&](int64_t row, const std::string& id, const std::string& error, const std::string& finish,
+                       size_t prompt, size_t output) {
+    ++done;
+    prompt_tokens += static_cast<int64_t>(prompt);
+    output_tokens += static_cast<int64_t>(output);
+    reasons[finish.empty() ? "(none)" : finish]++;
+    if (error.empty()) return;
+    ++errors;
+    if (first_errors.size() >= 5) return;
+    std::ostringstream line;  // (not string concatenation: GCC 12 warns falsely on it here)
+    line << "row " << row << " (id " << id << "): " << error;
+    first_errors.push_back(line.str());
+  };
+  // Rows finished since the file's last commit, from the journal extending it (a running job's, or
+  // a stopped one's that a resume will replay).
+  std::map<int64_t, RowResult> journal_rows;
+  const std::string commit = has_attr(f, "commit_id") ? read_attr_str(f, "commit_id", path) : "";
+  read_journal(output_paths(path).journal, path, commit, [&](RowResult&& r) {
+    if (r.index >= 0 && r.index < num_rows) {
+      r.output_logprobs.clear(), r.top_logprobs.clear(), r.top_logprob_tokens.clear(), r.embedding.clear();
+      r.output_text.clear();
+      journal_rows[r.index] = std::move(r);
+    }
+  });
   const hsize_t step = 65536;
   for (hsize_t start = 0; start < n; start += step) {
     hsize_t count = std::min(step, n - start);
@@ -106,24 +133,21 @@ void inspect_once(const std::string& path, std::ostream& out) {
     auto ol = read_vlen_lengths(d_ot, start, count, t, path, "output_tokens");
     std::vector<std::string> ids;
     for (hsize_t i = 0; i < count; ++i) {
-      if (!dn[i]) continue;
-      ++done;
-      prompt_tokens += static_cast<int64_t>(pl[i]);
-      output_tokens += static_cast<int64_t>(ol[i]);
-      reasons[fins[i].empty() ? "(none)" : fins[i]]++;
-      if (!errs[i].empty()) {
-        ++errors;
-        if (first_errors.size() < 5) {
-          if (ids.empty()) ids = read_strings(d_id, start, count, t, path, "id");
-          first_errors.push_back("row " + std::to_string(start + i) + " (id " + ids[i] + "): " + errs[i]);
-        }
-      }
+      const int64_t row = static_cast<int64_t>(start + i);
+      if (!dn[i] || journal_rows.count(row)) continue;
+      if (!errs[i].empty() && ids.empty()) ids = read_strings(d_id, start, count, t, path, "id");
+      count_row(row, ids.empty() ? "" : ids[i], errs[i], fins[i], pl[i], ol[i]);
     }
   }
+  for (const auto& [row, r] : journal_rows)
+    count_row(row, r.id, r.error, r.finish_reason, r.prompt_tokens.size(), r.output_tokens.size());
   out << "rows        " << done << " / " << num_rows << " done";
   if (num_rows > 0) out << " (" << fmt(100.0 * static_cast<double>(done) / static_cast<double>(num_rows), 1) << "%)";
   out << "\n";
   out << "complete    " << (int_attr("complete") ? "yes" : "no") << "\n";
+  if (!journal_rows.empty())
+    out << "journal     " << journal_rows.size() << " of these rows are in its journal, not yet in the file "
+        << "(a running job's, or a stopped job's: resume it to commit them)\n";
   out << "errors      " << errors << (errors == 1 ? " row" : " rows") << "\n";
   for (const auto& e : first_errors) out << "  " << e << "\n";
   if (errors > static_cast<int64_t>(first_errors.size()))
@@ -157,11 +181,11 @@ void inspect_once(const std::string& path, std::ostream& out) {
 }  // namespace
 
 void inspect_results(const std::string& path, std::ostream& out) {
-  // A running job's writer may be between two flushes: HDF5 then sees a half-updated file. Such a
-  // read is tried again (a flush takes milliseconds); a file no job holds is read once.
+  // A running job may be replacing the file as it is read (its commit): such a read is tried again;
+  // a file no job holds is read once.
   for (int attempt = 0;; ++attempt) {
     std::ostringstream text;
-    const bool running = OutputLock::held_by_other(path);
+    const bool running = OutputLock::held_by_other(output_paths(path).journal);
     try {
       inspect_once(path, text);
     } catch (const Error&) {

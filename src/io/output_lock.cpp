@@ -1,6 +1,7 @@
 #include "io/output_lock.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,24 +11,33 @@
 
 namespace tpbatch {
 
-OutputLock OutputLock::acquire(const std::string& path) {
-  OutputLock lock;
-  lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock.fd_ < 0) throw Error("results file '" + path + "': cannot open: " + std::strerror(errno));
-  struct flock fl{};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;  // the whole file
-  if (::fcntl(lock.fd_, F_OFD_SETLK, &fl) != 0) {
-    const int err = errno;
-    if (err == EAGAIN || err == EACCES)
-      throw JobError("output '" + path +
-                     "' is locked by another running tpbatch job writing it; wait until that job ends, or choose "
-                     "another output.path (this job has not touched the file)");
-    if (err != ENOLCK && err != ENOSYS && err != EOPNOTSUPP && err != EINVAL)
-      throw Error("results file '" + path + "': cannot lock: " + std::strerror(err));
-    // A file system without locks: run unlocked, as HDF5 does with "ignore when disabled".
+OutputLock OutputLock::acquire(const std::string& path, const std::string& output) {
+  for (int attempt = 0;; ++attempt) {
+    OutputLock lock;
+    lock.path_ = path;
+    lock.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock.fd_ < 0) throw Error("results file '" + output + "': cannot open '" + path + "': " + std::strerror(errno));
+    struct flock fl{};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;  // the whole file
+    if (::fcntl(lock.fd_, F_OFD_SETLK, &fl) != 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EACCES)
+        throw JobError("output '" + output +
+                       "' is locked by another running tpbatch job writing it; wait until that job ends, or choose "
+                       "another output.path (this job has not touched the file)");
+      if (err != ENOLCK && err != ENOSYS && err != EOPNOTSUPP && err != EINVAL)
+        throw Error("results file '" + output + "': cannot lock '" + path + "': " + std::strerror(err));
+      return lock;  // a file system without locks: run unlocked, as HDF5 does with "ignore when disabled"
+    }
+    // The lock holds only if the file locked is still the one at the path: a run that just ended
+    // deletes its journal while holding the lock.
+    struct stat held{}, now{};
+    if (::fstat(lock.fd_, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino)
+      return lock;
+    if (attempt >= 100) throw Error("results file '" + output + "': its lock file '" + path + "' keeps being replaced");
   }
-  return lock;
 }
 
 bool OutputLock::held_by_other(const std::string& path) {
@@ -45,6 +55,7 @@ OutputLock& OutputLock::operator=(OutputLock&& o) noexcept {
   if (this != &o) {
     release();
     fd_ = o.fd_;
+    path_ = std::move(o.path_);
     o.fd_ = -1;
   }
   return *this;
@@ -55,9 +66,9 @@ void OutputLock::release() {
   fd_ = -1;
 }
 
-int OutputLock::sync() const {
-  if (fd_ < 0) return 0;
-  return ::fsync(fd_) == 0 ? 0 : errno;
+void OutputLock::remove_and_release() {
+  if (fd_ >= 0) ::unlink(path_.c_str());
+  release();
 }
 
 }  // namespace tpbatch

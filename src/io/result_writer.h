@@ -1,61 +1,52 @@
 #pragma once
 // The results file (HDF5, serial, written by one rank). Layout: CONTRACT.md "Results file".
-// Rows are written at their input index as they complete, in buffered batches; `/done` is written
-// only once a row's data is on the disk (flushed and fsynced), so a killed job or a full disk leaves
-// a file whose done rows are all readable. The writer locks the path before touching it (a second
-// job on the same output fails instead of truncating the first one's file); readers need no lock.
+//
+// Crash consistency: the file at the output path is only ever replaced whole, by renaming a file
+// that was closed and synced (file_commit.h), so a kill or a power loss at any instant leaves either
+// the previous file or the next one, each consistent. A run builds its next file beside it
+// (`.partial`: a copy of the results file, or a fresh one) and records every finished row in the
+// row journal (`.journal`, row_journal.h), synced before the row counts as done. finish() closes the
+// partial file and renames it over the results file, then deletes the journal. A run that stops
+// before that leaves the last committed file and a journal extending it: resume copies the file,
+// replays the journal's rows into the copy and goes on. HDF5 itself is never trusted to survive a
+// crash mid-write; it never has to.
+//
+// Chosen over a checksummed row journal alone (the HDF5 file built only at the end, which a
+// SIGTERM's 30 s could not always afford) and over committing a fresh copy at every flush (a full
+// copy each time): rows are written into HDF5 as they come, and durability costs one append and
+// one sync per flush. What it costs instead: while a run is going, the file at the output path holds
+// the rows of the previous commit; `tpbatch inspect` adds the journal's rows.
+//
+// The writer locks the output (output_lock.h) before touching it: a second job on the same output
+// fails instead of replacing the first one's file; readers need no lock.
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "io/row_result.h"
+#include "io/run_info.h"
 #include "job/job_spec.h"  // IfExists
 
 namespace tpbatch {
 
-struct RunInfo {              // root attributes
-  std::string model;
-  std::string task;
-  std::string job_yaml;
-  int64_t world_size = 1;
-  int64_t tensor_parallel = 1;
-  int64_t pipeline_parallel = 1;
-  int64_t data_parallel = 1;
-  int64_t num_rows = 0;
-  std::string input_fingerprint;   // size and hash of the input file: resume refuses a changed input
-  std::string model_fingerprint;   // model_fingerprint.h: resume refuses a changed model folder
-  int64_t embedding_dim = 0;       // task: embed: /embedding's width (the hidden size); 0 = no /embedding
-  bool truncated_tokens = false;   // input.truncate: left: a /truncated_tokens dataset
-  bool samples = false;            // some line has sampling.n > 1: /input_line and /sample datasets
-};
-
-struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file
-  double wall_seconds = 0;
-  int64_t prompt_tokens = 0;
-  int64_t prompt_tokens_cached = 0;  // of prompt_tokens, served by the prefix cache (not computed)
-  int64_t output_tokens = 0;
-  double output_tokens_per_second = 0;
-  double total_tokens_per_second = 0;
-  double ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0;   // seconds, time to first token
-  double tpot_p50 = 0, tpot_p90 = 0, tpot_p99 = 0;   // seconds, time per output token
-};
-
 class ResultWriter {
  public:
-  // if_exists: "overwrite" truncates; "fail" throws Error(exit 2) naming the path and leaves the
-  // file untouched; "resume" reopens an existing file (its done rows are reported by done_rows()),
-  // throwing Error(exit 2) if its job_yaml/model/task/num_rows or input/model fingerprints differ
-  // from info's, unless absent; done rows that do not read back are reported as not done.
-  // Any mode throws JobError (exit 2), before touching the file, when another job holds its lock.
-  static std::unique_ptr<ResultWriter> open(const std::string& path, IfExists if_exists,
-                                            const RunInfo& info);
+  // if_exists: "overwrite" starts a new file (the old one stays until the new one replaces it);
+  // "fail" throws Error(exit 2) naming the path and leaves the file untouched; "resume" continues an
+  // existing file (its done rows, and those of its journal, are reported by done_rows()), throwing
+  // Error(exit 2) if its job_yaml/model/task/num_rows or input/model fingerprints differ from info's,
+  // unless absent; done rows that do not read back are reported as not done. An empty file at the
+  // path is taken as absent. Any mode throws JobError (exit 2), before touching the output, when
+  // another job holds its lock.
+  static std::unique_ptr<ResultWriter> open(const std::string& path, IfExists if_exists, const RunInfo& info);
   virtual ~ResultWriter() = default;
 
   virtual const std::vector<uint8_t>& done_rows() const = 0;  // size num_rows
   virtual void write(RowResult row) = 0;      // buffered
-  virtual void flush() = 0;                   // writes buffered rows durably, then marks them done
-  virtual void finish(const RunMetrics& metrics) = 0;  // flush, metrics, `complete`, close
+  virtual void flush() = 0;                   // records buffered rows durably: from then on they are done
+  virtual void finish(const RunMetrics& metrics) = 0;  // flush, metrics, `complete`, commit
 };
 
 // "" when every row is done, else which rows are not: "3 rows are missing: input lines 5, 9, 12";
@@ -63,7 +54,7 @@ class ResultWriter {
 std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples = false);
 
 // `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout. Read-only, without
-// a lock: works on a running job's file (a snapshot of its last flush).
+// a lock: on a running or stopped job's file it counts the rows of its journal too.
 void inspect_results(const std::string& path, std::ostream& out);
 
 }  // namespace tpbatch

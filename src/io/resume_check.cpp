@@ -5,6 +5,8 @@
 
 #include <map>
 
+#include "io/output_paths.h"
+
 namespace tpbatch {
 namespace {
 
@@ -23,9 +25,12 @@ void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::strin
 }
 
 // Keys whose value may change between the first run and a resumed one: results do not depend on them.
+// Not the KV cache's dtype (float32 and bfloat16 KV give logprobs ~1e-2 apart) nor its size (a row
+// longer than the cache stops at its bound).
 bool resume_may_differ(const std::string& key) {
+  if (key == "engine.kv_cache_dtype" || key == "engine.kv_cache_tokens") return false;
   return key.rfind("engine.", 0) == 0 || key.rfind("parallel.", 0) == 0 || key == "engine" || key == "parallel" ||
-         key == "output.if_exists" || key == "output.path";
+         key == "output.if_exists" || key == "output.path" || key == "output.flush_rows";
 }
 
 }  // namespace
@@ -46,7 +51,10 @@ std::string job_yaml_difference(const std::string& there, const std::string& her
     if (resume_may_differ(k)) continue;
     auto it = a.find(k);
     if (it == a.end()) return "'" + k + "' is " + v + " here and absent there";
-    if (it->second != v) return "'" + k + "' is " + it->second + " there and " + v + " here";
+    // Paths spelled differently ("models/x/" and "models/x", relative and absolute) name the same file.
+    const bool path = k == "model" || k == "input.path" || k == "chat_template";
+    if (it->second != v && !(path && same_file(it->second, v)))
+      return "'" + k + "' is " + it->second + " there and " + v + " here";
   }
   for (const auto& [k, v] : a)
     if (!resume_may_differ(k) && !b.count(k)) return "'" + k + "' is " + v + " there and absent here";

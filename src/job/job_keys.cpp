@@ -80,6 +80,9 @@ const std::vector<JobKey>& job_keys() {
       {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
       {"output.if_exists", EnumChoice{{"resume", "overwrite", "fail"}, JOB_ENUM_FIELD(output.if_exists, IfExists)}},
       {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"output.flush_rows", Integer{JOB_FIELD(output.flush_rows), 1, int64_t{1} << 20},
+       [](const JobSpec& j) { return j.output.flush_rows != OutputSpec{}.flush_rows; }},
 
       {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
       {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},
@@ -88,8 +91,9 @@ const std::vector<JobKey>& job_keys() {
       {"engine.kv_cache_dtype",
        EnumChoice{{"auto", "float32", "bfloat16"}, JOB_ENUM_FIELD(engine.kv_cache_dtype, DTypeChoice)}},
       {"engine.memory_utilization", Number{JOB_FIELD(engine.memory_utilization), 0.0, true, 1.0}},
-      {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1}},
-      {"engine.threads", Integer{JOB_FIELD(engine.threads), 0}},
+      // The paged-attention kernels take blocks of at most 256 positions.
+      {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1, 256}},
+      {"engine.threads", Integer{JOB_FIELD(engine.threads), 0, 4096}},
       {"engine.progress_interval", Number{JOB_FIELD(engine.progress_interval), 0.0, false, std::nullopt}},
       {"engine.admission", EnumChoice{{"fifo", "longest_first"}, JOB_ENUM_FIELD(engine.admission, AdmissionPolicy)}},
       {"engine.lookahead", Integer{JOB_FIELD(engine.lookahead), 1}},

@@ -69,6 +69,7 @@ struct OutputSpec {
   std::string path = "results.h5";
   IfExists if_exists = IfExists::kResume;
   bool logprobs = true;
+  int64_t flush_rows = 64;             // rows recorded between two durable flushes (also at least every second)
 };
 
 struct EngineSpec {

@@ -1,3 +1,4 @@
+#include "common/saturating.h"
 #include "plan/memory_ledger.h"
 
 #include <algorithm>
@@ -87,7 +88,7 @@ int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout,
   const int64_t per_token_floats = 3 * H + (q + 2 * kv) + q + 3 * inter;
   const double activations =
       kWorkspaceFactor * static_cast<double>(in.max_batch_tokens) * static_cast<double>(per_token_floats) * 4.0;
-  const int64_t logits = in.max_seqs * ceil_div(config.vocab_size, t) * 4;
+  const int64_t logits = saturating_mul(saturating_mul(in.max_seqs, ceil_div(config.vocab_size, t)), 4);
   const int64_t moe = moe_scratch_bytes_per_rank(config, layout, in);
   const int64_t moe_host = in.accelerator ? 0 : moe_routing_host_bytes(config, in.max_batch_tokens);
   return static_cast<int64_t>(std::ceil(activations + kWorkspaceFactor * static_cast<double>(moe))) + moe_host +
@@ -107,7 +108,8 @@ double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& lay
   const int t = layout.tensor;
   if (t <= 1) return 0.0;
   const int64_t layers = layers_of_stage(config.num_layers, layout.pipeline, 0).size();  // the largest stage
-  const double S = static_cast<double>(in.max_seqs * config.hidden_size * static_cast<int64_t>(dtype_size(in.activation_dtype)));
+  const double S = static_cast<double>(in.max_seqs) * static_cast<double>(config.hidden_size) *
+                   static_cast<double>(dtype_size(in.activation_dtype));
   const double bytes_per_us = in.bandwidth_gbs * 1e3;  // GB/s = 1e9 B/s = 1e3 B/us
   const double one = in.alpha_us + 2.0 * (t - 1) / t * S / bytes_per_us;
   return 2.0 * static_cast<double>(layers) * one;

@@ -101,6 +101,11 @@ std::map<std::string, std::string> parse(const std::string& fp) {
 
 }  // namespace
 
+std::string file_fingerprint(const std::string& path) {
+  Fd f(path);
+  return std::to_string(f.size()) + ":" + hex(f.hash(0, f.size(), 0xcbf29ce484222325ull));
+}
+
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;

@@ -20,6 +20,10 @@ std::string model_fingerprint(const std::string& model_dir);   // throws Error n
 // A fingerprint in an unknown form compares as text.
 std::string model_fingerprint_difference(const std::string& there, const std::string& here);
 
+// A whole file's fingerprint, "<bytes>:<FNV-1a 64, hex>" (a job's chat template: resume refuses a
+// template edited since the results file was started). Throws Error naming an unreadable file.
+std::string file_fingerprint(const std::string& path);
+
 // FNV-1a 64 of bytes, continuing from h (for fingerprints that must agree across ranks and runs).
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 

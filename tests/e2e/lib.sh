@@ -113,3 +113,78 @@ matches_reference() {
   ref_numpy check "$WORK/out.h5" --model "$WORK/$model" --max-new-tokens $NEW --expect-rows 9 --tol 1e-3 ||
     fail "$model at TP=$t PP=$p $* does not match the reference"
 }
+
+# --- Crash tests: the committed stories260K (no shared assets needed) and the LD_PRELOAD fault
+# injector (kill_at_write.c) that stops a job at its K-th write, sync, rename... of the output.
+COMMITTED_STORIES="$HERE/../../models/stories260K"
+
+# build_kill_at_write: $WORK/kill_at_write.so (skips the test without a C compiler).
+build_kill_at_write() {
+  command -v cc >/dev/null || { echo "SKIP: no C compiler for the fault injector"; exit 77; }
+  cc -shared -fPIC -O1 -o "$WORK/kill_at_write.so" "$HERE/kill_at_write.c" -ldl || fail "kill_at_write.c does not build"
+}
+
+# run_killed_at K OUT ARGS...: runs tpbatch ARGS with the injector stopping it at the K-th change to
+# OUT (or its journal / partial file); KILL_SIGNAL, KILL_TORN pass through. Prints the exit status.
+run_killed_at() {
+  local k=$1 out=$2
+  shift 2
+  set +e
+  KILL_AT=$k KILL_PREFIX="$out" LD_PRELOAD="$WORK/kill_at_write.so" timeout 120 "$TPBATCH" "$@" >/dev/null 2>&1
+  local rc=$?
+  set -e
+  echo "$rc"
+}
+
+# results_equal REFERENCE FILE...: every FILE holds exactly REFERENCE's rows and job attributes
+# (logprobs within 1e-4: a resumed row may be computed in another batch; job_yaml but its paths and
+# if_exists), complete, and nothing is left beside it (no journal, no partial file).
+results_equal() {
+  $PY - "$@" <<'PY'
+import os, sys, h5py
+ref_path, paths = sys.argv[1], sys.argv[2:]
+import re
+skip_attrs = {"tpbatch_version", "commit_id"}
+def attrs(f):
+    out = {k: v for k, v in f.attrs.items() if k not in skip_attrs}
+    out["job_yaml"] = re.sub(r"(?m)^  (path|if_exists): .*\n", "", str(out.get("job_yaml")))
+    return out
+def rows(f):
+    out = {}
+    for name, ds in f.items():
+        if isinstance(ds, h5py.Dataset):
+            out[name] = [list(v) if hasattr(v, "__len__") and not isinstance(v, (bytes, str)) else v for v in ds[:]]
+    return out
+with h5py.File(ref_path, "r") as f:
+    ref_rows, ref_attrs = rows(f), attrs(f)
+bad = []
+for p in paths:
+    for side in (".journal", ".partial"):
+        if os.path.exists(p + side):
+            bad.append(f"{p}: {p + side} left behind")
+    try:
+        with h5py.File(p, "r") as f:
+            got_rows, got_attrs = rows(f), attrs(f)
+    except Exception as e:
+        bad.append(f"{p}: cannot be read: {e}")
+        continue
+    for k, v in ref_attrs.items():
+        if k not in got_attrs or str(got_attrs[k]) != str(v):
+            bad.append(f"{p}: attribute {k} is {str(got_attrs.get(k))[:100]!r}, want {str(v)[:100]!r}")
+    for name, want in ref_rows.items():
+        got = got_rows.get(name)
+        if got is None or len(got) != len(want):
+            bad.append(f"{p}: /{name} missing or of another length")
+            continue
+        for i, (x, y) in enumerate(zip(want, got)):
+            same = (len(x) == len(y) and all(abs(a - b) <= 1e-4 for a, b in zip(x, y))) if "logprob" in name and isinstance(x, list) \
+                else (abs(x - y) <= 1e-4 if name == "logprob_sum" else x == y)
+            if not same:
+                bad.append(f"{p}: /{name}[{i}] is {y!r}, want {x!r}")
+                break
+if bad:
+    print("\n".join(b[:300] for b in bad[:20]))
+    sys.exit(1)
+print(f"{len(paths)} resumed files equal the uninterrupted run")
+PY
+}

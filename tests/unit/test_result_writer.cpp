@@ -9,6 +9,11 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <functional>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "common/version.h"
@@ -186,6 +191,23 @@ class ResultWriterTest : public ::testing::Test {
     }
     ADD_FAILURE() << "open succeeded";
     return "";
+  }
+  // Runs `job` in a child process that SIGKILLs itself when the job returns: nothing after it runs
+  // (no destructor, no flush), and its lock goes with it, as with kill -9.
+  void killed_after(const std::function<void()>& job) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        job();
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::raise(SIGKILL);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the child failed before its kill";
   }
   void write_rows(const std::vector<int64_t>& which, int64_t total, bool finish) {
     auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(total));
@@ -397,7 +419,7 @@ TEST_F(ResultWriterTest, ResumeAllowsDifferentEngineLayoutAndIfExists) {
   i.tensor_parallel = 4;
   auto w = ResultWriter::open(path_, IfExists::kResume, i);
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0}));
-  w.reset();
+  w->finish(RunMetrics{});  // this run's layout is in the file once it commits
   File f(path_);
   EXPECT_EQ(int_attr(f.id, "world_size"), 8);
   EXPECT_EQ(str_attr(f.id, "job_yaml"), i.job_yaml);
@@ -623,23 +645,111 @@ TEST_F(ResultWriterTest, ResumeRecomputesDoneRowsWhoseDataDoesNotReadBack) {
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1}));
 }
 
-TEST_F(ResultWriterTest, ResumeOfACutOffFileCopiesItsRowsIntoAFreshFile) {
-  write_rows({0, 2}, 4, false);  // not finished: as after kill -9
-  {
-    File f(path_);
-    EXPECT_EQ(int_attr(f.id, "writer_open"), 1);
+TEST_F(ResultWriterTest, ResumeOfAFileAnOlderVersionLeftOpenCopiesItsRowsIntoAFreshFile) {
+  write_rows({0, 2}, 4, true);
+  {  // as an older tpbatch, which wrote the file in place, left it when killed: not closed, no commit id
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, no_locking());
+    const int64_t open = 1;
+    hid_t a = H5Aopen(f, "writer_open", H5P_DEFAULT);
+    EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &open), 0);
+    H5Aclose(a);
+    EXPECT_GE(H5Adelete(f, "commit_id"), 0);
+    H5Fclose(f);
   }
   auto w = ResultWriter::open(path_, IfExists::kResume, info(4));
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1, 0}));
-  EXPECT_FALSE(fs::exists(path_ + ".resume-tmp"));
   w->write(row(1));
   w->write(row(3));
   w->finish(RunMetrics{});
+  EXPECT_FALSE(fs::exists(path_ + ".partial"));
+  EXPECT_FALSE(fs::exists(path_ + ".journal"));
   File f(path_);
   EXPECT_EQ(int_attr(f.id, "writer_open"), 0);
   const RowResult r2 = row(2);
   EXPECT_EQ(read_strings(f.id, "id"), (std::vector<std::string>{"id-0", "id-1", "id-2", "id-3"}));
   EXPECT_EQ(read_strings(f.id, "output_text")[2], r2.output_text);
+}
+
+// ---- crash consistency: the results file is replaced whole; the journal holds rows since ----
+
+TEST_F(ResultWriterTest, RowsFlushedBeforeAKillAreReplayedFromTheJournal) {
+  killed_after([&] {
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(4));
+    w->write(row(0));
+    w->write(row(2));
+    w->flush();
+  });
+  {
+    File f(path_);  // the results file is the commit made at start: no row done yet
+    EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>(4, 0)));
+  }
+  std::ostringstream inspected;
+  inspect_results(path_, inspected);
+  EXPECT_NE(inspected.str().find("2 / 4 done"), std::string::npos) << inspected.str();
+  EXPECT_NE(inspected.str().find("journal     2 of these rows"), std::string::npos) << inspected.str();
+}
+
+TEST_F(ResultWriterTest, ACutOffJournalTailIsDroppedAndTheJournalGoesOnAfterIt) {
+  killed_after([&] {
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(3));
+    w->write(row(0));
+    w->flush();
+    w->write(row(1));
+    w->flush();
+  });
+  const std::string journal = path_ + ".journal";
+  fs::resize_file(journal, fs::file_size(journal) - 3);  // row 1's record cut short
+  killed_after([&] {  // killed again: row 2's record must follow row 0's, not the cut-off bytes
+    auto w = ResultWriter::open(path_, IfExists::kResume, info(3));
+    if (w->done_rows() != std::vector<uint8_t>{1, 0, 0}) throw Error("row 1's cut-off record was taken");
+    w->write(row(2));
+    w->flush();
+  });
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(3));
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 0, 1}));
+  w->write(row(1));
+  w->finish(RunMetrics{});
+  File f(path_);
+  EXPECT_EQ(read_strings(f.id, "id"), (std::vector<std::string>{"id-0", "id-1", "id-2"}));
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+}
+
+TEST_F(ResultWriterTest, AJournalOfAnEarlierCommitIsNotReplayed) {
+  write_rows({0}, 2, true);
+  const std::string journal = path_ + ".journal";
+  killed_after([&] {
+    auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
+    w->write(row(1));
+    w->flush();
+  });
+  fs::copy_file(journal, journal + ".saved");
+  write_rows({}, 2, true);  // a new file (overwrite): a new commit
+  fs::rename(journal + ".saved", journal);  // the old journal back beside it
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{0, 0}));
+}
+
+TEST_F(ResultWriterTest, OverwriteKeepsTheOldFileUntilTheNewOneIsCommitted) {
+  write_rows({0, 1}, 2, true);
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(2));
+  File f(path_);  // the new, empty file replaced it whole: never a truncated one
+  EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(int_attr(f.id, "writer_open"), 0);
+}
+
+TEST_F(ResultWriterTest, AnEmptyFileAtTheOutputIsResumedAsAbsent) {
+  { std::ofstream(path_).flush(); }
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
+  EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{0, 0}));
+}
+
+TEST_F(ResultWriterTest, ASymlinkedOutputKeepsItsLinkAndTheTargetIsReplaced) {
+  const std::string target = (dir_ / "target.h5").string();
+  fs::create_symlink(target, path_);
+  write_rows({0, 1}, 2, true);
+  EXPECT_TRUE(fs::is_symlink(path_));
+  File f(target);
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
 }
 
 TEST(MissingRows, NamedByInputLine) {
