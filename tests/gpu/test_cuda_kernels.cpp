@@ -529,6 +529,7 @@ struct AttentionCase {
   std::vector<SeqShape> seqs;
   std::string name;
   float scale = 0.0f, softcap = 0.0f;
+  int64_t block_size = 16;  // positions per cache page
 };
 
 // One step of the given sequences (block tables shuffled over the cache, earlier positions
@@ -536,8 +537,8 @@ struct AttentionCase {
 // bit for bit, the outputs within the bf16 tolerance.
 void check_attention(CudaVsCpu& t, Backend& cpu, Backend& gpu, std::mt19937& rng, const AttentionCase& c) {
   KvLayout kv;
-  kv.kv_heads = c.kv_heads, kv.block_size = 16, kv.head_dim = c.head_dim, kv.window = c.window, kv.dtype = c.kv_dtype;
-  kv.scale = c.scale, kv.softcap = c.softcap;
+  kv.kv_heads = c.kv_heads, kv.block_size = c.block_size, kv.head_dim = c.head_dim, kv.window = c.window;
+  kv.dtype = c.kv_dtype, kv.scale = c.scale, kv.softcap = c.softcap;
   int64_t blocks_needed = 0, rows = 0;
   for (const SeqShape& s : c.seqs) {
     blocks_needed += (s.pos + s.rows + kv.block_size - 1) / kv.block_size;
@@ -643,6 +644,33 @@ TEST_F(CudaVsCpu, PagedAttentionDecodeBatchMatchesCpu) {
   std::vector<SeqShape> batch;
   for (int i = 0; i < 64; ++i) batch.push_back({1, 7 + 31 * i});
   check_attention(*this, *cpu_, *gpu_, rng_, {128, 16, 4, 0, DType::BF16, batch, "decode batch 64"});
+}
+
+// Cache pages of other sizes: the kernel's K/V chunks stop at page ends (short chunks at 8, pages
+// that do not line up with the 16-position chunks at 24), in prefill, decode and split decode.
+TEST_F(CudaVsCpu, PagedAttentionCachePagesOfOtherSizesMatchCpu) {
+  for (int64_t bs : {8, 24}) {
+    AttentionCase c{64, 8, 2, 0, DType::BF16, {{37, 21}, {50, 0}, {1, 200}, {1, 1000}},
+                    "block size " + std::to_string(bs)};
+    c.block_size = bs;
+    check_attention(*this, *cpu_, *gpu_, rng_, c);
+    AttentionCase w{64, 8, 2, 40, DType::BF16, {{1, 500}}, "window 40, block size " + std::to_string(bs)};
+    w.block_size = bs;
+    check_attention(*this, *cpu_, *gpu_, rng_, w);
+  }
+}
+
+// A head dim whose bf16 rows are not whole 16-byte packs (the one-element staging path), and an
+// f32 cache of the same dim (whole packs).
+TEST_F(CudaVsCpu, PagedAttentionHeadDimOffTheSixteenBytePacksMatchesCpu) {
+  for (DType kvt : {DType::BF16, DType::F32})
+    check_attention(*this, *cpu_, *gpu_, rng_,
+                    {36, 8, 2, 0, kvt, {{20, 5}, {1, 300}}, std::string("hd 36 ") + dtype_name(kvt)});
+}
+
+// 20 q heads on one kv head: the second head chunk of a tile holds only 4 of its 16 query slots.
+TEST_F(CudaVsCpu, PagedAttentionPartialHeadChunkMatchesCpu) {
+  check_attention(*this, *cpu_, *gpu_, rng_, {64, 20, 1, 0, DType::BF16, {{3, 40}, {1, 700}}, "20 heads / 1"});
 }
 
 // Prefill chunks late in a 4K context (the tiled path: each K/V block read once per 16 queries).
