@@ -53,6 +53,7 @@ struct Warp {
   static constexpr int kSlots = 8;
   WarpOp ops[kSlots];     // pending exchanges (mask 0: free slot), with disjoint masks
   uint64_t result[32];    // each lane's result of its last exchange
+  char syncwarp_token;    // ThreadSanitizer: __syncwarp orders memory among its lanes (shuffles do not)
 };
 
 struct Exec {  // one per OS thread that runs grids
@@ -298,6 +299,9 @@ uint64_t warp_exchange(unsigned mask, int kind, uint64_t val, int arg, int width
                 width, op->kind, op->width);
   }
   if (op->arrived & me) device_fail("lane %u arrived twice at one warp operation", t.lane);
+#ifdef CUEMU_TSAN
+  if (kind == kSyncwarp) __tsan_release(&w.syncwarp_token);
+#endif
   op->val[t.lane] = val;
   op->arg[t.lane] = arg;
   op->arrived |= me;
@@ -318,6 +322,9 @@ uint64_t warp_exchange(unsigned mask, int kind, uint64_t val, int arg, int width
     }
     if (next >= 0) yield_to(next);
     else yield_to_scheduler();
+#ifdef CUEMU_TSAN
+    if (kind == kSyncwarp) __tsan_acquire(&w.syncwarp_token);
+#endif
     return w.result[lane];
   }
   // Everyone is here: every lane's result, then wake them.
@@ -349,6 +356,9 @@ uint64_t warp_exchange(unsigned mask, int kind, uint64_t val, int arg, int width
     if ((mask >> j & 1) && j != lane) e.th[t.warp * 32 + j].st = St::Runnable;
   op->mask = 0;
   op->arrived = 0;
+#ifdef CUEMU_TSAN
+  if (kind == kSyncwarp) __tsan_acquire(&w.syncwarp_token);
+#endif
   return w.result[lane];
 }
 

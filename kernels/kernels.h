@@ -109,9 +109,19 @@ void gather_logit_rows(BufferView x, int64_t dim, int64_t first, int64_t count, 
 
 // logit_stats.cu — per row of a vocabulary shard's F32 logits: max, lowest-id argmax (global id
 // = vocab_begin + j), sum of exp(l - max), and the logit of the target logit_targets[first+i]
-// (NaN unless it lies in the shard).  CPU: CpuBackend::logit_stats.
+// (NaN unless it lies in the shard). Each row is cut into `splits` spans of `span` logits (a
+// multiple of 1024), one thread block each, whose partials a second kernel merges: `scratch`
+// holds at least logit_stats_scratch_bytes().  CPU: CpuBackend::logit_stats.
+struct LogitStatsGrid {
+  int64_t splits = 1;  // thread blocks per row
+  int64_t span = 0;    // logits per block (the last block of a row may have fewer)
+};
+// About four blocks per SM over `count` rows, no block under 1024 logits.
+LogitStatsGrid logit_stats_grid(int64_t count, int64_t vocab_shard, int sms);
+size_t logit_stats_scratch_bytes(int64_t count, const LogitStatsGrid& grid);
 void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
-                 BufferView stats, const StepView& step, cudaStream_t stream);
+                 BufferView stats, const LogitStatsGrid& grid, void* scratch, const StepView& step,
+                 cudaStream_t stream);
 
 // paged_attention.cu — appends the step's k/v rows into the paged caches
 // ([num_blocks][kv_heads][block_size][head_dim], F32 or BF16).  CPU: step 1 of

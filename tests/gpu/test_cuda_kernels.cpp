@@ -343,6 +343,152 @@ TEST_F(CudaVsCpu, LogitStatsMatchCpuIncludingLowestIdTies) {
   EXPECT_EQ(got[2].argmax, v0 + 7);
 }
 
+// logit_stats split over blocks: per row the CPU and GPU stats of `logits` ([rows][vn], targets
+// global ids) must agree, max / argmax / target exactly, the sum to 1e-5 (both NaN or both 0 too).
+void check_logit_stats(CudaVsCpu& t, Backend& cpu, Backend& gpu, const Vec& logits, int64_t vn, int64_t v0,
+                       const std::vector<int32_t>& targets, const std::string& name,
+                       std::vector<LogitStats>* got_out = nullptr) {
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  std::vector<int32_t> tokens(rows, 0), pos(rows, 0);
+  std::vector<int64_t> lrows(rows);
+  std::iota(lrows.begin(), lrows.end(), 0);
+  StepBatch s;
+  s.tokens = tokens;
+  s.positions = pos;
+  s.logit_rows = lrows;
+  s.logit_targets = targets;
+  cpu.begin_step(s);
+  gpu.begin_step(s);
+  Buffer cl = put(cpu, logits, DType::F32), gl = put(gpu, logits, DType::F32);
+  Buffer cs = cpu.alloc(4 * rows, DType::F32), gs = gpu.alloc(4 * rows, DType::F32);
+  cpu.logit_stats(cl.view(), rows, vn, v0, 0, cs.view());
+  gpu.logit_stats(gl.view(), rows, vn, v0, 0, gs.view());
+  std::vector<LogitStats> ref(rows), got(rows);
+  cpu.download(cs.view(), ref.data(), rows * sizeof(LogitStats));
+  gpu.download(gs.view(), got.data(), rows * sizeof(LogitStats));
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(got[r].max_logit, ref[r].max_logit) << name << " row " << r;
+    EXPECT_EQ(got[r].argmax, ref[r].argmax) << name << " row " << r;
+    if (std::isnan(ref[r].sum_exp) || ref[r].sum_exp == 0.0f)
+      EXPECT_TRUE(std::isnan(ref[r].sum_exp) ? std::isnan(got[r].sum_exp) : got[r].sum_exp == 0.0f)
+          << name << " row " << r << ": sum " << got[r].sum_exp << " vs " << ref[r].sum_exp;
+    else
+      EXPECT_LT(t.rel({got[r].sum_exp}, {ref[r].sum_exp}), 1e-5) << name << " row " << r;
+    if (std::isnan(ref[r].target_logit))
+      EXPECT_TRUE(std::isnan(got[r].target_logit)) << name << " row " << r;
+    else
+      EXPECT_EQ(got[r].target_logit, ref[r].target_logit) << name << " row " << r;
+  }
+  if (got_out) *got_out = got;
+}
+
+// The split the CUDA backend uses on device 0 for `rows` rows of `vn` logits.
+kernels::LogitStatsGrid grid_on(int64_t rows, int64_t vn) {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  return kernels::logit_stats_grid(rows, vn, sms);
+}
+
+// Host arithmetic only: how rows are cut into blocks.
+TEST(LogitStatsGrid, FewRowsAtALargeVocabFillTheGpuManyRowsAreNotSplit) {
+  const kernels::LogitStatsGrid one = kernels::logit_stats_grid(1, 131072, 132);
+  EXPECT_GE(one.splits, 128);  // ~one block per SM for a single row
+  EXPECT_EQ(one.span % 1024, 0);
+  EXPECT_GE(one.splits * one.span, 131072);
+  EXPECT_LT((one.splits - 1) * one.span, 131072);  // no empty block
+  const kernels::LogitStatsGrid eight = kernels::logit_stats_grid(8, 131072, 132);
+  EXPECT_GE(8 * eight.splits, 2 * 132);
+  EXPECT_EQ(kernels::logit_stats_grid(128, 131072, 132).splits, 5);   // 640 blocks: ~4 per SM
+  EXPECT_EQ(kernels::logit_stats_grid(1024, 131072, 132).splits, 1);  // plenty of rows: one block each
+  EXPECT_EQ(kernels::logit_stats_grid(1, 1, 132).splits, 1);          // no block under 1024 logits
+  EXPECT_EQ(kernels::logit_stats_grid(1, 3000, 132).splits, 3);
+  EXPECT_EQ(kernels::logit_stats_scratch_bytes(4, kernels::logit_stats_grid(4, 3000, 132)), size_t(4 * 3 * 16));
+}
+
+TEST_F(CudaVsCpu, LogitStatsTiesAcrossBlockBoundariesPickTheLowestId) {
+  const int64_t vn = 4 * 1024 + 5, v0 = 1000;  // 5 blocks a row on the emulated H200
+  const kernels::LogitStatsGrid g = grid_on(3, vn);
+  ASSERT_GE(g.splits, 3) << "the shape must span several blocks";
+  Vec logits = random(3 * vn, -10, 10, DType::F32);
+  const int64_t b = g.span;  // first logit of block 1
+  logits[0 * vn + b - 1] = logits[0 * vn + b] = 30.0f;           // last of block 0 == first of block 1
+  logits[1 * vn + 2 * b + 7] = logits[1 * vn + b + 3] = 30.0f;   // the later block holds the higher id
+  logits[1 * vn + vn - 1] = 30.0f;                               // and the last block too
+  logits[2 * vn + vn - 1] = logits[2 * vn + vn - 2] = 30.0f;     // inside the short last block
+  std::vector<LogitStats> got;
+  check_logit_stats(*this, *cpu_, *gpu_, logits, vn, v0, {-1, -1, -1}, "ties", &got);
+  EXPECT_EQ(got[0].argmax, v0 + b - 1);
+  EXPECT_EQ(got[1].argmax, v0 + b + 3);
+  EXPECT_EQ(got[2].argmax, v0 + vn - 2);
+}
+
+// Shards of any size: rows not 16-byte aligned (vn % 4 != 0), shorter than a block's span, one element.
+TEST_F(CudaVsCpu, LogitStatsOfShardsNotAMultipleOfTheBlockSpanOrOfFourMatchCpu) {
+  for (int64_t vn : {1, 2, 3, 5, 1023, 1025, 2049, 3001}) {
+    const int64_t rows = 3, v0 = 7;
+    Vec logits = random(rows * vn, -5, 5, DType::F32);
+    check_logit_stats(*this, *cpu_, *gpu_, logits, vn, v0, {int32_t(v0), int32_t(v0 + vn - 1), 3},
+                      "vn " + std::to_string(vn));
+  }
+}
+
+TEST_F(CudaVsCpu, LogitStatsFindTheTargetInEveryBlock) {
+  const int64_t vn = 5 * 1024 + 3, v0 = 50000;
+  const kernels::LogitStatsGrid g = grid_on(1, vn);
+  ASSERT_GE(g.splits, 5);
+  std::vector<int32_t> targets;
+  for (int64_t b = 0; b < g.splits; ++b) {
+    targets.push_back(static_cast<int32_t>(v0 + b * g.span));                           // a block's first logit
+    targets.push_back(static_cast<int32_t>(v0 + std::min(vn, (b + 1) * g.span) - 1));  // and its last
+  }
+  targets.push_back(static_cast<int32_t>(v0 - 1));  // just outside the shard: NaN
+  targets.push_back(static_cast<int32_t>(v0 + vn));
+  Vec logits;
+  for (size_t r = 0; r < targets.size(); ++r) {
+    Vec row = random(vn, -3, 3, DType::F32);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  std::vector<LogitStats> got;
+  check_logit_stats(*this, *cpu_, *gpu_, logits, vn, v0, targets, "targets", &got);
+  for (size_t r = 0; r + 2 < targets.size(); ++r) EXPECT_EQ(got[r].target_logit, logits[r * vn + targets[r] - v0]) << r;
+  EXPECT_TRUE(std::isnan(got[targets.size() - 2].target_logit));
+  EXPECT_TRUE(std::isnan(got[targets.size() - 1].target_logit));
+}
+
+// -inf logits (masked vocabulary) add nothing; a row of only -inf has max -inf, argmax 0 and sum 0
+// (a NaN there would poison the ranks' merge); very negative logits still count.
+TEST_F(CudaVsCpu, LogitStatsOfNegativeInfinityAndVeryNegativeLogitsMatchCpu) {
+  const float inf = std::numeric_limits<float>::infinity(), lowest = std::numeric_limits<float>::lowest();
+  const int64_t vn = 3 * 1024 + 1, rows = 5;
+  Vec logits(rows * vn, -inf);                                         // row 0: all -inf
+  logits[1 * vn + 2500] = -3.0f;                                       // row 1: one finite logit in block 2
+  for (int64_t j = 0; j < vn; ++j) logits[2 * vn + j] = lowest;        // row 2: all -FLT_MAX: a tie of vn
+  for (int64_t j = 0; j < vn; ++j) logits[3 * vn + j] = j % 2 ? -1e30f : -inf;  // row 3: -1e30 between -infs
+  for (int64_t j = 0; j < vn; ++j) logits[4 * vn + j] = j == 1500 ? 0.0f : -1e30f;  // row 4: -1e30 adds exp(-1e30) = 0
+  std::vector<LogitStats> got;
+  check_logit_stats(*this, *cpu_, *gpu_, logits, vn, 0, {0, 2500, 9, 1, 2}, "-inf", &got);
+  EXPECT_EQ(got[0].max_logit, -inf);
+  EXPECT_EQ(got[0].argmax, 0);
+  EXPECT_EQ(got[0].sum_exp, 0.0f);
+  EXPECT_EQ(got[1].argmax, 2500);
+  EXPECT_EQ(got[1].sum_exp, 1.0f);
+  EXPECT_EQ(got[2].argmax, 0);
+  EXPECT_EQ(got[2].sum_exp, float(vn));
+  EXPECT_EQ(got[3].argmax, 1);
+  EXPECT_EQ(got[3].sum_exp, float(vn / 2));
+  EXPECT_EQ(got[4].sum_exp, 1.0f);
+}
+
+TEST_F(CudaVsCpu, LogitStatsOfRowsOfOneLogitMatchCpu) {
+  const Vec logits = {2.5f, -1.0f, -std::numeric_limits<float>::infinity()};
+  std::vector<LogitStats> got;
+  check_logit_stats(*this, *cpu_, *gpu_, logits, 1, 40, {40, 41, 40}, "one logit", &got);
+  EXPECT_EQ(got[0].argmax, 40);
+  EXPECT_EQ(got[0].sum_exp, 1.0f);
+  EXPECT_EQ(got[0].target_logit, 2.5f);
+  EXPECT_EQ(got[2].argmax, 0);
+}
+
 // ---- paged attention ------------------------------------------------------------------------
 
 // How the attention grid is cut (host arithmetic only: runs without a GPU too).
@@ -383,6 +529,7 @@ struct AttentionCase {
   std::vector<SeqShape> seqs;
   std::string name;
   float scale = 0.0f, softcap = 0.0f;
+  int64_t block_size = 16;  // positions per cache page
 };
 
 // One step of the given sequences (block tables shuffled over the cache, earlier positions
@@ -390,8 +537,8 @@ struct AttentionCase {
 // bit for bit, the outputs within the bf16 tolerance.
 void check_attention(CudaVsCpu& t, Backend& cpu, Backend& gpu, std::mt19937& rng, const AttentionCase& c) {
   KvLayout kv;
-  kv.kv_heads = c.kv_heads, kv.block_size = 16, kv.head_dim = c.head_dim, kv.window = c.window, kv.dtype = c.kv_dtype;
-  kv.scale = c.scale, kv.softcap = c.softcap;
+  kv.kv_heads = c.kv_heads, kv.block_size = c.block_size, kv.head_dim = c.head_dim, kv.window = c.window;
+  kv.dtype = c.kv_dtype, kv.scale = c.scale, kv.softcap = c.softcap;
   int64_t blocks_needed = 0, rows = 0;
   for (const SeqShape& s : c.seqs) {
     blocks_needed += (s.pos + s.rows + kv.block_size - 1) / kv.block_size;
@@ -497,6 +644,33 @@ TEST_F(CudaVsCpu, PagedAttentionDecodeBatchMatchesCpu) {
   std::vector<SeqShape> batch;
   for (int i = 0; i < 64; ++i) batch.push_back({1, 7 + 31 * i});
   check_attention(*this, *cpu_, *gpu_, rng_, {128, 16, 4, 0, DType::BF16, batch, "decode batch 64"});
+}
+
+// Cache pages of other sizes: the kernel's K/V chunks stop at page ends (short chunks at 8, pages
+// that do not line up with the 16-position chunks at 24), in prefill, decode and split decode.
+TEST_F(CudaVsCpu, PagedAttentionCachePagesOfOtherSizesMatchCpu) {
+  for (int64_t bs : {8, 24}) {
+    AttentionCase c{64, 8, 2, 0, DType::BF16, {{37, 21}, {50, 0}, {1, 200}, {1, 1000}},
+                    "block size " + std::to_string(bs)};
+    c.block_size = bs;
+    check_attention(*this, *cpu_, *gpu_, rng_, c);
+    AttentionCase w{64, 8, 2, 40, DType::BF16, {{1, 500}}, "window 40, block size " + std::to_string(bs)};
+    w.block_size = bs;
+    check_attention(*this, *cpu_, *gpu_, rng_, w);
+  }
+}
+
+// A head dim whose bf16 rows are not whole 16-byte packs (the one-element staging path), and an
+// f32 cache of the same dim (whole packs).
+TEST_F(CudaVsCpu, PagedAttentionHeadDimOffTheSixteenBytePacksMatchesCpu) {
+  for (DType kvt : {DType::BF16, DType::F32})
+    check_attention(*this, *cpu_, *gpu_, rng_,
+                    {36, 8, 2, 0, kvt, {{20, 5}, {1, 300}}, std::string("hd 36 ") + dtype_name(kvt)});
+}
+
+// 20 q heads on one kv head: the second head chunk of a tile holds only 4 of its 16 query slots.
+TEST_F(CudaVsCpu, PagedAttentionPartialHeadChunkMatchesCpu) {
+  check_attention(*this, *cpu_, *gpu_, rng_, {64, 20, 1, 0, DType::BF16, {{3, 40}, {1, 700}}, "20 heads / 1"});
 }
 
 // Prefill chunks late in a 4K context (the tiled path: each K/V block read once per 16 queries).

@@ -60,7 +60,8 @@ CudaBackend::~CudaBackend() {
                  device_, e.what());
     return;
   }
-  for (Scratch* s : {&step_device_, &attention_scratch_, &gemm_x_, &gemm_y_, &moe_device_}) cudaFree(s->data);
+  for (Scratch* s : {&step_device_, &attention_scratch_, &logit_scratch_, &gemm_x_, &gemm_y_, &moe_device_})
+    cudaFree(s->data);
   cudaFreeHost(moe_pinned_);
   if (moe_copied_) cudaEventDestroy(moe_copied_);
   for (int i = 0; i < 2; ++i) {
@@ -453,7 +454,10 @@ void CudaBackend::copy_rows(BufferView src, int64_t src_stride, std::span<const 
 
 void CudaBackend::logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin,
                               int64_t first, BufferView stats) {
-  kernels::logit_stats(logits, count, vocab_shard, vocab_begin, first, stats, step_, stream_);
+  const kernels::LogitStatsGrid grid = kernels::logit_stats_grid(count, vocab_shard, sms_);
+  void* part = count > 0 ? scratch(logit_scratch_, kernels::logit_stats_scratch_bytes(count, grid), "CUDA logit_stats")
+                         : nullptr;
+  kernels::logit_stats(logits, count, vocab_shard, vocab_begin, first, stats, grid, part, step_, stream_);
   TPBATCH_CUDA_LAUNCHED("logit_stats");
 }
 

@@ -126,7 +126,7 @@ class CudaBackend final : public Backend {
   void* stage_ = nullptr;
   size_t stage_cap_ = 0;
 
-  Scratch attention_scratch_, gemm_x_, gemm_y_;
+  Scratch attention_scratch_, logit_scratch_, gemm_x_, gemm_y_;
 
   // weighted_row_sum(): the slots and weights of the MoE combine, pinned then on the device.
   void* moe_pinned_ = nullptr;
