@@ -22,7 +22,7 @@ constexpr double kExactNats = 37.0;                     // e^-37 = 8.5e-17 < 2^-
 constexpr double kRound = 0x1.0p-53;                    // double's unit roundoff
 // The tail sum's relative error: bound_exp2 (kBoundExp2RelError, 5e-6), its float argument
 // ((l - max) * (log2 e / T): three roundings, |x| <= 115, so 2^(115 * 3 * 2^-24) - 1 = 1.43e-5) and
-// the scan's float sums (kScanSumRelError, 2.1e-6): 2.1e-5; 5e-5 leaves room. Flushed terms
+// the scan's float sums (kScanSumRelError, 2.9e-6): 2.2e-5; 5e-5 leaves room. Flushed terms
 // (2^x with x < -115 gives 0) are off by at most kFlushed each (2^-115 = 2.41e-35, and the argument's error).
 constexpr double kTailRelError = 5e-5;
 constexpr double kFlushed = 2.5e-35;
@@ -173,22 +173,28 @@ int32_t sample_token_fast(const float* logits, int64_t vocab, const SamplingPara
   for (int k = 0; k < kLevels; ++k) {
     if (k > 0 && t[k] == t[k - 1]) continue;
     // This level's new candidates, [t[k], t[k - 1]), and the bound on the sum below t[k].
-    c.ids.clear();
+    if (c.ids.size() < static_cast<size_t>(vocab)) c.ids.resize(static_cast<size_t>(vocab));
     const float above = k > 0 ? t[k - 1] : std::numeric_limits<float>::infinity();
-    const TailScan scan = scan_tail(logits, vocab, mxf, scale, t[k], above, c.ids);
+    // A top-k list within the candidates, and the exact level, need no tail sum; the first only
+    // when the candidates fall short of top_k.
+    const bool vanishing = t[k] <= t[kLevels - 1];
+    const bool sums = !(p.top_k > 0 && p.top_k < vocab) && !vanishing;
+    TailScan scan = scan_tail(logits, vocab, mxf, scale, t[k], above, sums, c.ids.data());
     if (scan.nan) {
       ++counts.reference;
       return sample_token_reference(logits, vocab, p, row, step, sample);
     }
     const size_t from = c.keys.size();
-    for (int32_t id : c.ids) c.keys.push_back(sort_key(logits[id], id));
+    for (int64_t i = 0; i < scan.count; ++i) c.keys.push_back(sort_key(logits[c.ids[i]], c.ids[i]));
     extend(c, from, logits, mx, T);
+    if (!sums && !vanishing && static_cast<int64_t>(c.keys.size()) < p.top_k)
+      scan.sum = scan_tail(logits, vocab, mxf, scale, t[k], t[k], true, c.ids.data()).sum;
 
     const int64_t n = static_cast<int64_t>(c.keys.size());
     Tail tail;
     tail.count = vocab - n;
-    tail.vanishing = t[k] <= t[kLevels - 1];
-    if (tail.vanishing) {
+    tail.vanishing = vanishing;
+    if (vanishing) {
       tail.p_max = 0x1.0p-53;
     } else {
       const double flushed = static_cast<double>(tail.count) * kFlushed;

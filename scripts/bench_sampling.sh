@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Sampled vs greedy decoding on the CPU backend (not a test). First the host's token choice alone
+# (tpbatch_sampler_bench: 64 rows x 128,256 logits), then whole decode steps: a generated Llama
+# with a 128,256-token vocabulary (hidden 128, 2 layers, so the LM head and the token choice weigh
+# as much as they can), 64 rows x 32 new tokens at once, temperature 0 vs 0.8 (and top_p 0.9 /
+# top_k 50). The step time is /metrics' tpot_p50_seconds; runs alternate greedy and sampled, and
+# the ratio is the median of the paired ratios, so a busy machine slows both alike.
+# Usage: scripts/bench_sampling.sh [BUILD_DIR] [REPEATS=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+REPEATS=${2:-5}
+TPBATCH="$BUILD/tpbatch"
+cmake --build "$BUILD" --target tpbatch tpbatch_sampler_bench >/dev/null
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tpbatch-bench-sampling.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+echo "== the token choice alone"
+"$BUILD/benchmarks/tpbatch_sampler_bench" "$REPEATS"
+
+echo
+echo "== decode steps, a generated 128k-vocabulary model"
+"$TPBATCH" make-model "$WORK/model" --preset tiny --vocab-size 128256 --hidden-size 128 --layers 2 --heads 4 \
+  --kv-heads 4 --intermediate-size 256 >/dev/null
+/usr/bin/python3 - "$WORK/rows.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(64):
+        f.write(json.dumps({"id": f"r{i}", "prompt": f"Once upon a time there was a little {i}"}) + "\n")
+PY
+cat >"$WORK/job.yaml" <<EOF
+model: $WORK/model
+input:
+  path: $WORK/rows.jsonl
+task: generate
+sampling:
+  max_new_tokens: 32
+  seed: 3
+  ignore_eos: true
+output:
+  path: $WORK/out.h5
+  if_exists: overwrite
+engine:
+  max_seqs: 64
+EOF
+/usr/bin/python3 - "$REPEATS" "$WORK" "$TPBATCH" <<'PY'
+import statistics, subprocess, sys
+repeats, work, tpbatch = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def tpot(*sets):
+    args = [tpbatch, f"{work}/job.yaml"] + [a for s in sets for a in ("--set", s)]
+    subprocess.run(args, check=True, capture_output=True)
+    import h5py
+    with h5py.File(f"{work}/out.h5") as f:
+        return f["metrics"].attrs["tpot_p50_seconds"] * 1e3
+cases = [("temperature 0.8", ["sampling.temperature=0.8"]),
+         ("temperature 0.8, top_p 0.9, top_k 50", ["sampling.temperature=0.8", "sampling.top_p=0.9", "sampling.top_k=50"])]
+print(f"{'sampled':38} | {'step ms':>8} | {'greedy ms':>9} | ratio (median of {repeats} pairs)")
+for name, sets in cases:
+    s, g = [], []
+    for _ in range(repeats):
+        g.append(tpot("sampling.temperature=0"))
+        s.append(tpot(*sets))
+    ratios = [a / b for a, b in zip(s, g)]
+    print(f"{name:38} | {statistics.median(s):8.2f} | {statistics.median(g):9.2f} | {statistics.median(ratios):.2f}x"
+          f"  (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+PY
