@@ -184,27 +184,28 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
   // The generating rows' tokens first, on OpenMP's threads: a row's choice reads only its own
   // sequence and logits, so it is the same at any thread count.
   struct Generating {
-    const Scheduled* e;
+    const Sequence* seq;
     const LogitResult* result;
     const float* logits;  // null: the argmax is enough
   };
   std::vector<Generating> generating;
-  for (size_t r = 0, f = 0, i = 0; i < step.size(); ++i) {
-    const Scheduled& e = step[i];
+  size_t r = 0, f = 0;
+  for (const Scheduled& e : step) {
     if (e.seq->embedding) continue;
     if (e.seq->scoring) {
       r += static_cast<size_t>(e.num_requests);
     } else if (e.samples) {
-      generating.push_back({&e, &results[r++], e.full ? full_logits.data() + (f++) * vocab : nullptr});
+      generating.push_back({e.seq, &results[r++], e.full ? full_logits.data() + (f++) * vocab : nullptr});
     }
   }
   std::vector<TokenChoice> choices(generating.size());
   const int64_t n_gen = static_cast<int64_t>(generating.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n_gen > 1)
-  for (int64_t g = 0; g < n_gen; ++g)
-    choices[g] = OutputProcessor::choose(*generating[g].e->seq, *generating[g].result, generating[g].logits, vocab);
+  for (int64_t i = 0; i < n_gen; ++i)
+    choices[i] = OutputProcessor::choose(*generating[i].seq, *generating[i].result, generating[i].logits, vocab);
 
-  size_t r = 0, g = 0;
+  r = 0;
+  size_t g = 0;  // choices used
   size_t k = 0;  // embedding_sums rows used
   for (const Scheduled& e : step) {
     Sequence& s = *e.seq;
