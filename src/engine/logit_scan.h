@@ -20,9 +20,10 @@ struct TailScan {  // an aggregate: nothing of it is compiled in the ISA files (
   double sum;     // sum of bound_exp2((l - mx) * scale) over the l < t (0 without `sums`)
   int64_t count;  // ids written
   bool nan;       // some logit is NaN
+  float max;      // the largest logit, NaNs left out (-inf for n = 0)
 };
 
-// One pass: writes to ids[0, count) the index of every logit in [t, below), in an order of the
+// One pass: finds the maximum (a check on the mx it was given), writes to ids[0, count) the index of every logit in [t, below), in an order of the
 // scan's own (by block, then lane; the sampler sorts them), room for n needed; and with `sums` adds up bound_exp2((l - mx) * scale) over the logits < t: in float
 // within a block (kScanLaneTerms terms a lane, then up to kScanMaxLanes lanes), in double across
 // blocks, so the sum is within kScanSumRelError (relative) of the same terms added exactly.

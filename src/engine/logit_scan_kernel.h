@@ -58,8 +58,9 @@ TailScan scan_tail_kernel(const float* logits, int64_t n, float mx, float scale,
   constexpr int64_t kScanBlock = kScanLaneTerms * L;
   static_assert(L <= kScanMaxLanes);
   using I = IntLanes<F>;
-  TailScan out{0.0, 0, false};
+  TailScan out{0.0, 0, false, -__builtin_inff()};
   const F vmx = F{} + mx, vscale = F{} + scale, vt = F{} + t;
+  F best = F{} - __builtin_inff();
   int64_t b = 0;
   for (; b + kScanBlock <= n; b += kScanBlock) {
     F sum{}, top = F{} - __builtin_inff();
@@ -75,6 +76,7 @@ TailScan scan_tail_kernel(const float* logits, int64_t n, float mx, float scale,
     for (int64_t j = 0; j < L; ++j) s += sum[j], odd |= nan[j] != 0;
     out.sum += static_cast<double>(s);
     out.nan |= odd;
+    best = top > best ? top : best;
     for (int64_t j = 0; j < L; ++j)  // only the lanes that saw a logit >= t
       if (top[j] >= t)
         for (int64_t i = b + j; i < b + kScanBlock; i += L)
@@ -86,8 +88,10 @@ TailScan scan_tail_kernel(const float* logits, int64_t n, float mx, float scale,
     if (sums && l < t) rest += bound_exp2((l - mx) * scale);
     if (l >= t && l < below) ids[out.count++] = static_cast<int32_t>(i);
     out.nan |= l != l;
+    out.max = larger(out.max, l);
   }
   out.sum += rest;
+  out.max = larger(out.max, lanes_max<F>(best));
   return out;
 }
 

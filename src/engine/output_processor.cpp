@@ -1,6 +1,7 @@
 #include "engine/output_processor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/sampler.h"
 
@@ -85,6 +86,7 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
   // unmodified distribution (CONTRACT.md: /output_logprobs).
   const float* pick_from = full;
+  std::optional<float> row_max = res.max_logit;  // the LM head's maximum of these logits
   if (p.penalized() || masks_ends(s)) {
     thread_local std::vector<float> processed;  // one row's logits after penalties and masks
     processed.assign(full, full + vocab);
@@ -94,9 +96,10 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
       mask_tokens(processed.data(), vocab, p.stop_token_ids);
     }
     pick_from = processed.data();
+    row_max.reset();
   }
   c.token = sample_token(pick_from, vocab, p, static_cast<uint64_t>(s.line), static_cast<uint64_t>(s.num_generated()),
-                         static_cast<uint64_t>(s.sample));
+                         static_cast<uint64_t>(s.sample), row_max);
   c.logit = full[c.token];
   if (p.top_logprobs > 0) c.alternatives = top_logprobs(full, vocab, p.top_logprobs, res.log_z);
   return c;

@@ -50,9 +50,9 @@ double counter_uniform(uint64_t seed, uint64_t row, uint64_t step, uint64_t samp
 }
 
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step,
-                     uint64_t sample) {
+                     uint64_t sample, std::optional<float> row_max) {
   if (p.greedy()) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-  return sample_token_fast(logits, vocab, p, row, step, sample);
+  return sample_token_fast(logits, vocab, p, row, step, sample, row_max);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const SamplingParams& p, std::span<const int32_t> tokens,

@@ -5,6 +5,7 @@
 // The logits processors (penalties, masks) and the top-logprobs listing work on one row's full
 // logits on the host, in one pass over the vocabulary or less; rows may run on parallel threads.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -21,9 +22,9 @@ double counter_uniform(uint64_t seed, uint64_t row, uint64_t step, uint64_t samp
 // from what is left, all defined exactly (every double sum and its order) by
 // sample_token_reference (sampler_reference.h), whose token this returns for every input; it gets
 // there without sorting the vocabulary (sampler_fast.h). Thread-safe; no allocation once a thread
-// has sampled a row of this size.
+// has sampled a row of this size. row_max: the row's largest logit if known (checked, not trusted).
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t row, uint64_t step,
-                     uint64_t sample = 0);
+                     uint64_t sample = 0, std::optional<float> row_max = std::nullopt);
 
 // In place, in vLLM's order: repetition_penalty (Hugging Face: each distinct token of `tokens`, the
 // prompt and what was generated, has a positive logit divided by the penalty and a negative one

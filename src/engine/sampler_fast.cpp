@@ -144,20 +144,11 @@ float exact_threshold(double mx, double T) {
 thread_local FastSamplerCounts counts;
 thread_local Candidates scratch;
 
-}  // namespace
-
-FastSamplerCounts& fast_sampler_counts() { return counts; }
-
-int32_t sample_token_fast(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step,
-                          uint64_t sample) {
-  const double T = p.temperature;
-  const float mxf = vocab > 0 ? max_logit(logits, vocab) : 0.0f;
-  if (vocab <= 0 || !std::isfinite(mxf) || !(T > 0) || !std::isfinite(T)) {
-    ++counts.reference;
-    return sample_token_reference(logits, vocab, p, row, step, sample);
-  }
-  const double mx = mxf;
-
+// The draw at maximum mx (finite), level by level; nullopt when the first scan finds the row's
+// maximum is not mx, which it then holds (so the caller starts again with it).
+std::optional<int32_t> draw_by_levels(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row,
+                                      uint64_t step, uint64_t sample, float& mxf) {
+  const double mx = mxf, T = p.temperature;
   // Level thresholds, decreasing; a level at or below the exact one's leaves only vanishing p out.
   float t[kLevels];
   t[kLevels - 1] = exact_threshold(mx, T);
@@ -168,21 +159,25 @@ int32_t sample_token_fast(const float* logits, int64_t vocab, const SamplingPara
 
   Candidates& c = scratch;
   c.keys.clear();
+  if (c.ids.size() < static_cast<size_t>(vocab)) c.ids.resize(static_cast<size_t>(vocab));
   const float scale = static_cast<float>(std::numbers::log2e / T);  // (l - mx) * scale = log2 of p
   const double draw = counter_uniform(p.seed, row, step, sample);
   for (int k = 0; k < kLevels; ++k) {
     if (k > 0 && t[k] == t[k - 1]) continue;
-    // This level's new candidates, [t[k], t[k - 1]), and the bound on the sum below t[k].
-    if (c.ids.size() < static_cast<size_t>(vocab)) c.ids.resize(static_cast<size_t>(vocab));
+    // This level's new candidates, [t[k], t[k - 1]), and the bound on the sum below t[k]. A top-k
+    // list within the candidates, and the exact level, need no tail sum; the first only when the
+    // candidates fall short of top_k.
     const float above = k > 0 ? t[k - 1] : std::numeric_limits<float>::infinity();
-    // A top-k list within the candidates, and the exact level, need no tail sum; the first only
-    // when the candidates fall short of top_k.
     const bool vanishing = t[k] <= t[kLevels - 1];
     const bool sums = !(p.top_k > 0 && p.top_k < vocab) && !vanishing;
     TailScan scan = scan_tail(logits, vocab, mxf, scale, t[k], above, sums, c.ids.data());
     if (scan.nan) {
       ++counts.reference;
       return sample_token_reference(logits, vocab, p, row, step, sample);
+    }
+    if (k == 0 && scan.max != mxf) {
+      mxf = scan.max;
+      return std::nullopt;
     }
     const size_t from = c.keys.size();
     for (int64_t i = 0; i < scan.count; ++i) c.keys.push_back(sort_key(logits[c.ids[i]], c.ids[i]));
@@ -205,11 +200,27 @@ int32_t sample_token_fast(const float* logits, int64_t vocab, const SamplingPara
     }
     if (std::optional<int32_t> token = decide(c, n, vocab, p, draw, tail)) {
       ++counts.level[k];
-      return *token;
+      return token;
     }
   }
   ++counts.reference;  // not reached: the exact level decides
   return sample_token_reference(logits, vocab, p, row, step, sample);
+}
+
+}  // namespace
+
+FastSamplerCounts& fast_sampler_counts() { return counts; }
+
+int32_t sample_token_fast(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step,
+                          uint64_t sample, std::optional<float> row_max) {
+  float mxf = row_max ? *row_max : vocab > 0 ? max_logit(logits, vocab) : 0.0f;
+  for (;;) {  // twice at most: the first scan corrects a wrong row_max
+    if (vocab <= 0 || !std::isfinite(mxf) || !(p.temperature > 0) || !std::isfinite(p.temperature)) {
+      ++counts.reference;
+      return sample_token_reference(logits, vocab, p, row, step, sample);
+    }
+    if (std::optional<int32_t> token = draw_by_levels(logits, vocab, p, row, step, sample, mxf)) return *token;
+  }
 }
 
 }  // namespace tpbatch

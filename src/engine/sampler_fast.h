@@ -36,20 +36,24 @@
 //     draw, so it always decides.
 // A row with a NaN logit, or a maximum that is not finite, takes sample_token_reference.
 //
-// Cost: two passes over the logits (the maximum; the tail bound and the first candidates), a sort
+// Cost: two passes over the logits (the maximum, unless the caller knows it; the tail bound and the
+// first candidates, which also checks the maximum), a sort
 // of the candidates (a few hundred at 8 nats for a language model's logits) and an exp in double
 // for each. A deeper level rescans the logits and sorts its new candidates; its chance is about the
 // tail's share of the probability (a few percent at 8 nats, under 0.5% at 12). A top-k list within
 // the candidates needs no tail sum, and its pass no exp.
 #include <cstdint>
+#include <optional>
 
 #include "job/sampling_params.h"
 
 namespace tpbatch {
 
 // Temperature > 0. Scratch is per thread and kept between calls (no allocation once warm).
+// row_max: the row's largest logit when the caller has it (the LM head's statistics), which saves
+// a pass; checked by the first scan, and a wrong one only costs that scan.
 int32_t sample_token_fast(const float* logits, int64_t vocab, const SamplingParams& params, uint64_t row,
-                          uint64_t step, uint64_t sample);
+                          uint64_t step, uint64_t sample, std::optional<float> row_max = std::nullopt);
 
 // Which level decided this thread's draws so far (0-2: 8, 12, 16 nats; 3: exact), and how many
 // went to the reference: for the tests (every level reached) and the benchmark.

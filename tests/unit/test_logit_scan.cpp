@@ -51,6 +51,7 @@ TEST(LogitScan, EveryWidthFindsTheSameCandidatesAndBoundsTheSameSum) {
         EXPECT_EQ(tpbatch::max_logit(l.data(), n, isa), mx) << "isa " << w << " n " << n;
         const tpbatch::TailScan s = tpbatch::scan_tail(l.data(), n, mx, scale, t, below, true, got.data(), isa);
         EXPECT_EQ(s.nan, base.nan) << "isa " << w << " n " << n;
+        EXPECT_EQ(s.max, mx) << "isa " << w << " n " << n;
         ASSERT_EQ(s.count, base.count) << "isa " << w << " n " << n;
         std::sort(got.begin(), got.begin() + s.count);
         std::sort(want.begin(), want.begin() + base.count);

@@ -116,6 +116,19 @@ TEST(SamplerMatchesReference, TokensBeyondTheExactLevelCannotMoveTheDraw) {
   EXPECT_EQ(tpbatch::sample_token(l.data(), 100000, p, 1, 1), 3);
 }
 
+TEST(SamplerMatchesReference, AGivenRowMaximumIsCheckedNotTrusted) {
+  // The LM head's maximum saves a pass; a wrong one (above or below the real one) changes nothing.
+  std::mt19937_64 rng(31);
+  for (int r = 0; r < 40; ++r) {
+    const std::vector<float> l = random_row(rng, 3000);
+    const SamplingParams p = random_params(rng, 3000);
+    const float mx = *std::max_element(l.begin(), l.end());
+    const int32_t want = tpbatch::sample_token_reference(l.data(), 3000, p, 5, 6, 0);
+    for (float given : {mx, mx + 1.0f, mx - 0.5f, -kInf, kInf})
+      EXPECT_EQ(tpbatch::sample_token(l.data(), 3000, p, 5, 6, 0, given), want) << "row " << r << " given " << given;
+  }
+}
+
 TEST(SamplerMatchesReference, RowsWithNanOrNoFiniteMaximumTakeTheReference) {
   const int64_t before = tpbatch::fast_sampler_counts().reference;
   SamplingParams p;
