@@ -5,7 +5,8 @@
 # as much as they can), 64 rows x 32 new tokens at once, temperature 0 vs 0.8 (and top_p 0.9 /
 # top_k 50). The step time is /metrics' tpot_p50_seconds; runs alternate greedy and sampled, and
 # the ratio is the median of the paired ratios, so a busy machine slows both alike; "best" is the
-# ratio of the two fastest steps (the least disturbed).
+# ratio of the two fastest steps (the least disturbed). Then the same at one thread by CPU time
+# (40 new tokens less 8), which other processes on the machine disturb much less.
 # Usage: scripts/bench_sampling.sh [BUILD_DIR] [REPEATS=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,8 +46,18 @@ engine:
   max_seqs: 64
 EOF
 /usr/bin/python3 - "$REPEATS" "$WORK" "$TPBATCH" <<'PY'
-import statistics, subprocess, sys
+import resource, statistics, subprocess, sys
 repeats, work, tpbatch = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def cpu_seconds(*sets):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([tpbatch, f"{work}/job.yaml"] + [a for s in sets for a in ("--set", s)], check=True,
+                   capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+def step_cpu_ms(*sets):
+    # One thread; the CPU time of 40 new tokens less that of 8: 32 decode steps, without the start.
+    one = ("engine.threads=1",) + sets
+    return (cpu_seconds(*one, "sampling.max_new_tokens=40") - cpu_seconds(*one, "sampling.max_new_tokens=8")) / 32 * 1e3
 def tpot(*sets):
     args = [tpbatch, f"{work}/job.yaml"] + [a for s in sets for a in ("--set", s)]
     subprocess.run(args, check=True, capture_output=True)
@@ -65,4 +76,15 @@ for name, sets in cases:
     ratios = [a / b for a, b in zip(s, g)]
     print(f"{name:38} | {statistics.median(s):8.2f} | {statistics.median(g):9.2f} | {statistics.median(ratios):5.2f}x"
           f" | {min(s) / min(g):5.2f}x | {', '.join(f'{r:.2f}' for r in ratios)}")
+print()
+print("CPU time of a decode step at 1 thread (less sensitive to other processes than the wall clock)")
+print(f"{'sampled':38} | {'step ms':>8} | {'greedy ms':>9} | ratio (median of {repeats} pairs)")
+for name, sets in cases:
+    s, g = [], []
+    for _ in range(repeats):
+        g.append(step_cpu_ms("sampling.temperature=0"))
+        s.append(step_cpu_ms(*sets))
+    ratios = [a / b for a, b in zip(s, g)]
+    print(f"{name:38} | {statistics.median(s):8.2f} | {statistics.median(g):9.2f} | {statistics.median(ratios):5.2f}x"
+          f"  ({', '.join(f'{r:.2f}' for r in ratios)})")
 PY

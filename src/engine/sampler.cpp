@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/logit_scan.h"
 #include "engine/sampler_fast.h"
 
 namespace tpbatch {
@@ -94,13 +95,10 @@ std::vector<std::pair<int32_t, float>> top_logprobs(const float* logits, int64_t
   };
   int64_t i = 0;
   for (; i < k; ++i) offer(i);
-  constexpr int64_t kBlock = 64;  // blocks whose maximum does not beat the k-th best are skipped
+  constexpr int64_t kBlock = 256;  // blocks whose maximum does not beat the k-th best are skipped
   for (; i < vocab; i += kBlock) {
     const int64_t e = std::min(vocab, i + kBlock);
-    float top = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : top)
-    for (int64_t j = i; j < e; ++j) top = std::max(top, logits[j]);
-    if (top > best.back().second)
+    if (max_logit(logits + i, e - i) > best.back().second)
       for (int64_t j = i; j < e; ++j) offer(j);
   }
   for (auto& b : best) b.second -= log_z;
