@@ -23,10 +23,12 @@ struct TailScan {  // an aggregate: nothing of it is compiled in the ISA files (
   float max;      // the largest logit, NaNs left out (-inf for n = 0)
 };
 
-// One pass: finds the maximum (a check on the mx it was given), writes to ids[0, count) the index of every logit in [t, below), in an order of the
-// scan's own (by block, then lane; the sampler sorts them), room for n needed; and with `sums` adds up bound_exp2((l - mx) * scale) over the logits < t: in float
-// within a block (kScanLaneTerms terms a lane, then up to kScanMaxLanes lanes), in double across
-// blocks, so the sum is within kScanSumRelError (relative) of the same terms added exactly.
+// One pass: finds the maximum (a check on the mx it was given); writes to ids[0, count) the index
+// of every logit in [t, below), in an order of the scan's own (by block, then lane; the sampler
+// sorts them), room for n needed; and with `sums` adds up bound_exp2((l - mx) * scale) over the
+// logits < t: in float within a block (kScanLaneTerms terms a lane, then up to kScanMaxLanes lanes),
+// in double across blocks, so the sum is within kScanSumRelError (relative) of the same terms
+// added exactly.
 TailScan scan_tail(const float* logits, int64_t n, float mx, float scale, float t, float below, bool sums,
                    int32_t* ids, ScanIsa isa = best_scan_isa());
 inline constexpr double kScanSumRelError = (kScanLaneTerms + kScanMaxLanes) * 0x1.0p-24 + 1e-12;

@@ -22,8 +22,9 @@ constexpr double kExactNats = 37.0;                     // e^-37 = 8.5e-17 < 2^-
 constexpr double kRound = 0x1.0p-53;                    // double's unit roundoff
 // The tail sum's relative error: bound_exp2 (kBoundExp2RelError, 5e-6), its float argument
 // ((l - max) * (log2 e / T): three roundings, |x| <= 115, so 2^(115 * 3 * 2^-24) - 1 = 1.43e-5) and
-// the scan's float sums (kScanSumRelError, 2.9e-6): 2.2e-5; 5e-5 leaves room. Flushed terms
-// (2^x with x < -115 gives 0) are off by at most kFlushed each (2^-115 = 2.41e-35, and the argument's error).
+// the scan's float sums (kScanSumRelError, 2.9e-6): 2.2e-5; 5e-5 leaves room. Flushed terms (2^x
+// with x < -115 gives 0) are off by at most kFlushed each (2^-115 = 2.41e-35, plus the argument's
+// error).
 constexpr double kTailRelError = 5e-5;
 constexpr double kFlushed = 2.5e-35;
 static_assert(kTailRelError >= 2 * (kBoundExp2RelError + 1.43e-5 + kScanSumRelError));

@@ -1,6 +1,6 @@
 // The sampler's logit scans (engine/logit_scan.h) at every vector width this CPU runs: the same
-// maximum (NaNs left out), set of candidate ids and NaN flag as the baseline's, and a tail sum within the stated error of
-// the same bound_exp2 terms added in double.
+// maximum (NaNs left out), set of candidate ids and NaN flag as the baseline's, and a tail sum
+// within the stated error of the same bound_exp2 terms added in double.
 #include <gtest/gtest.h>
 
 #include <algorithm>
