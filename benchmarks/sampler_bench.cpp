@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/blas_core.h"
 #include "engine/logit_scan.h"
 #include "engine/sampler.h"
 #include "engine/sampler_fast.h"
@@ -52,6 +53,7 @@ double step_ms(int threads, const std::function<void(int64_t)>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ensure_fast_blas_core(argv);  // the OpenMP wait policy tpbatch runs with (re-exec)
   const int repeats = argc > 1 ? std::stoi(argv[1]) : 7;
   std::vector<float> logits(static_cast<size_t>(kRows * kVocab));
   if (argc > 2) {

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Sampled vs greedy decoding on the CPU backend (not a test). First the host's token choice alone
-# (tpbatch_sampler_bench: 64 rows x 128,256 logits), then whole decode steps: a generated Llama
-# with a 128,256-token vocabulary (hidden 128, 2 layers, so the LM head and the token choice weigh
-# as much as they can), 64 rows x 32 new tokens at once, temperature 0 vs 0.8 (and top_p 0.9 /
-# top_k 50). The step time is /metrics' tpot_p50_seconds; runs alternate greedy and sampled, and
-# the ratio is the median of the paired ratios, so a busy machine slows both alike; "best" is the
-# ratio of the two fastest steps (the least disturbed). Then the same at one thread by CPU time
-# (40 new tokens less 8), which other processes on the machine disturb much less.
+# (tpbatch_sampler_bench: 64 rows x 128,256 logits), then decode steps of a generated Llama with a
+# 128,256-token vocabulary (hidden 128, 2 layers, so the LM head and the token choice weigh as much
+# as they can), 64 rows, temperature 0 vs 0.8 (and top_p 0.9 / top_k 50): the engine's steps in
+# one process, greedy and sampled in turn (tpbatch_sampled_decode_bench, the steadiest figure on
+# a shared machine); whole tpbatch runs (64 rows x 32 new tokens, /metrics' tpot_p50_seconds),
+# greedy and sampled alternating, the ratio the median of the paired ratios ("best": the ratio of
+# the two fastest); and the same runs at one thread by CPU time (40 new tokens less 8).
 # Usage: scripts/bench_sampling.sh [BUILD_DIR] [REPEATS=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 REPEATS=${2:-5}
 TPBATCH="$BUILD/tpbatch"
-cmake --build "$BUILD" --target tpbatch tpbatch_sampler_bench >/dev/null
+cmake --build "$BUILD" --target tpbatch tpbatch_sampler_bench tpbatch_sampled_decode_bench >/dev/null
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tpbatch-bench-sampling.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -24,6 +24,10 @@ echo
 echo "== decode steps, a generated 128k-vocabulary model"
 "$TPBATCH" make-model "$WORK/model" --preset tiny --vocab-size 128256 --hidden-size 128 --layers 2 --heads 4 \
   --kv-heads 4 --intermediate-size 256 >/dev/null
+echo "-- in one process, greedy and sampled steps in turn (tpbatch_sampled_decode_bench)"
+"$BUILD/benchmarks/tpbatch_sampled_decode_bench" "$WORK/model" 64 $((REPEATS * 8))
+echo
+echo "-- whole runs: tpbatch's tpot"
 /usr/bin/python3 - "$WORK/rows.jsonl" <<'PY'
 import json, sys
 with open(sys.argv[1], "w") as f:
