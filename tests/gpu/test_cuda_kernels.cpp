@@ -26,6 +26,10 @@ namespace {
 
 using Vec = std::vector<float>;
 
+// The emulated device (cuemu/) runs a kernel thousands of times slower than a GPU: there the long
+// cases take the same paths at a quarter of the size (still many KV blocks and tiles per query tile).
+bool emulated_device() { return cuda_device_description(0).find("emulated") != std::string::npos; }
+
 double rel_err(const Vec& out, const Vec& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -642,8 +646,9 @@ TEST_F(CudaVsCpu, PagedAttentionDecodeBatchOneAtLongContextsMatchesCpu) {
 
 TEST_F(CudaVsCpu, PagedAttentionDecodeBatchMatchesCpu) {
   std::vector<SeqShape> batch;
-  for (int i = 0; i < 64; ++i) batch.push_back({1, 7 + 31 * i});
-  check_attention(*this, *cpu_, *gpu_, rng_, {128, 16, 4, 0, DType::BF16, batch, "decode batch 64"});
+  const int n = emulated_device() ? 24 : 64;
+  for (int i = 0; i < n; ++i) batch.push_back({1, 7 + 31 * i});
+  check_attention(*this, *cpu_, *gpu_, rng_, {128, 16, 4, 0, DType::BF16, batch, "decode batch " + std::to_string(n)});
 }
 
 // Cache pages of other sizes: the kernel's K/V chunks stop at page ends (short chunks at 8, pages
@@ -675,6 +680,12 @@ TEST_F(CudaVsCpu, PagedAttentionPartialHeadChunkMatchesCpu) {
 
 // Prefill chunks late in a 4K context (the tiled path: each K/V block read once per 16 queries).
 TEST_F(CudaVsCpu, PagedAttentionPrefillChunksMatchCpu) {
+  if (emulated_device()) {
+    check_attention(*this, *cpu_, *gpu_, rng_, {128, 16, 4, 0, DType::BF16, {{64, 960}}, "chunk 64 at 960"});
+    check_attention(*this, *cpu_, *gpu_, rng_, {64, 8, 8, 0, DType::BF16, {{128, 0}, {40, 220}}, "MHA prefill 128"});
+    check_attention(*this, *cpu_, *gpu_, rng_, {256, 8, 4, 256, DType::BF16, {{80, 500}}, "hd 256 window 256"});
+    return;
+  }
   check_attention(*this, *cpu_, *gpu_, rng_, {128, 16, 4, 0, DType::BF16, {{128, 3968}}, "chunk 128 at 3968"});
   check_attention(*this, *cpu_, *gpu_, rng_, {64, 8, 8, 0, DType::BF16, {{512, 0}, {100, 900}}, "MHA prefill 512"});
   check_attention(*this, *cpu_, *gpu_, rng_, {256, 8, 4, 1024, DType::BF16, {{300, 2000}}, "hd 256 window 1024"});
