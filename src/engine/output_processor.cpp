@@ -1,6 +1,7 @@
 #include "engine/output_processor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/sampler.h"
 
@@ -25,45 +26,11 @@ void finish_sequence(Sequence& seq, const char* reason) {
   if (seq.detokenizer && seq.text.empty() && seq.finish_reason != "stop") seq.text = seq.detokenizer->flush_text();
 }
 
-void OutputProcessor::score(Sequence& s, std::span<const LogitResult> results) {
-  for (const LogitResult& res : results) {
-    const int32_t target = s.tokens[s.score_from + static_cast<int64_t>(s.logprobs.size())];
-    s.logprobs.push_back(res.target_logit - res.log_z);
-    if (res.argmax != target) s.all_greedy = false;
-  }
-  if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish_sequence(s, "scored");
-}
+namespace {
 
-void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
-  const SamplingParams& p = s.sampling;
-  int32_t token = res.argmax;
-  float logit = res.max_logit;
-  if (full) {
-    // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
-    // unmodified distribution (CONTRACT.md: /output_logprobs).
-    const float* pick_from = full;
-    if (p.penalized() || masks_ends(s)) {
-      processed_.assign(full, full + vocab);
-      apply_penalties(processed_.data(), vocab, p, s.tokens, s.prompt_len);
-      if (masks_ends(s)) {
-        if (!p.ignore_eos) mask_tokens(processed_.data(), vocab, s.eos_ids);
-        mask_tokens(processed_.data(), vocab, p.stop_token_ids);
-      }
-      pick_from = processed_.data();
-    }
-    token = sample_token(pick_from, vocab, p, static_cast<uint64_t>(s.line), static_cast<uint64_t>(s.num_generated()),
-                         static_cast<uint64_t>(s.sample));
-    logit = full[token];
-    if (p.top_logprobs > 0)
-      for (const auto& [id, lp] : top_logprobs(full, vocab, p.top_logprobs, res.log_z)) {
-        s.top_ids.push_back(id);
-        s.top_logprobs.push_back(lp);
-      }
-  }
-  accept_token(s, token, logit - res.log_z);
-}
-
-void OutputProcessor::accept_token(Sequence& s, int32_t token, float logprob) {
+// Appends a generated token and its logprob; finishes the sequence on a stop token, EOS, a stop
+// string or its length.
+void append_token(Sequence& s, int32_t token, float logprob) {
   if (s.num_generated() == 0) s.first_token = std::chrono::steady_clock::now();
   const bool may_end = !masks_ends(s);  // counted before this token
   s.tokens.push_back(token);
@@ -95,6 +62,56 @@ void OutputProcessor::accept_token(Sequence& s, int32_t token, float logprob) {
     }
   }
   if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish_sequence(s, "length");
+}
+
+}  // namespace
+
+void OutputProcessor::score(Sequence& s, std::span<const LogitResult> results) {
+  for (const LogitResult& res : results) {
+    const int32_t target = s.tokens[s.score_from + static_cast<int64_t>(s.logprobs.size())];
+    s.logprobs.push_back(res.target_logit - res.log_z);
+    if (res.argmax != target) s.all_greedy = false;
+  }
+  if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish_sequence(s, "scored");
+}
+
+void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
+  accept(s, res, choose(s, res, full, vocab));
+}
+
+TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
+  const SamplingParams& p = s.sampling;
+  TokenChoice c{res.argmax, res.max_logit, {}};
+  if (!full) return c;
+  // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
+  // unmodified distribution (CONTRACT.md: /output_logprobs).
+  const float* pick_from = full;
+  std::optional<float> row_max = res.max_logit;  // the LM head's maximum of these logits
+  if (p.penalized() || masks_ends(s)) {
+    thread_local std::vector<float> processed;  // one row's logits after penalties and masks
+    processed.assign(full, full + vocab);
+    apply_penalties(processed.data(), vocab, p, s.tokens, s.prompt_len);
+    if (masks_ends(s)) {
+      if (!p.ignore_eos) mask_tokens(processed.data(), vocab, s.eos_ids);
+      mask_tokens(processed.data(), vocab, p.stop_token_ids);
+    }
+    pick_from = processed.data();
+    row_max.reset();
+  }
+  c.token = sample_token(pick_from, vocab, p, static_cast<uint64_t>(s.line), static_cast<uint64_t>(s.num_generated()),
+                         static_cast<uint64_t>(s.sample), row_max);
+  c.logit = full[c.token];
+  if (p.top_logprobs > 0) c.alternatives = top_logprobs(full, vocab, p.top_logprobs, res.log_z);
+  return c;
+}
+
+void OutputProcessor::accept(Sequence& s, const LogitResult& res, const TokenChoice& c) {
+  if (c.token != res.argmax) s.all_greedy = false;
+  for (const auto& [id, lp] : c.alternatives) {
+    s.top_ids.push_back(id);
+    s.top_logprobs.push_back(lp);
+  }
+  append_token(s, c.token, c.logit - res.log_z);
 }
 
 }  // namespace tpbatch

@@ -6,6 +6,7 @@
 // length. The scheduler only keeps the books (KV blocks, running and finished lists).
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -21,6 +22,14 @@ bool needs_full_logits(const Sequence& seq);
 // blocks are the scheduler's to release.
 void finish_sequence(Sequence& seq, const char* reason);
 
+// What a generating sequence produces at this step, from its logits alone: its next token, the
+// model's unmodified logit of it, and its top_logprobs alternatives.
+struct TokenChoice {
+  int32_t token = 0;
+  float logit = 0;
+  std::vector<std::pair<int32_t, float>> alternatives;
+};
+
 class OutputProcessor {
  public:
   // A scoring chunk's results, one per target token in order; finishes the sequence ("scored")
@@ -28,13 +37,18 @@ class OutputProcessor {
   void score(Sequence& seq, std::span<const LogitResult> results);
 
   // A generating sequence's next token from its result (argmax and log-normalizer over the whole
-  // vocabulary) and, when needs_full_logits() asked for them, its full logits [vocab].
+  // vocabulary) and, when needs_full_logits() asked for them, its full logits [vocab]: choose,
+  // then accept.
   void generate(Sequence& seq, const LogitResult& result, const float* full_logits, int64_t vocab);
 
- private:
-  void accept_token(Sequence& seq, int32_t token, float logprob);
+  // The choice alone: reads the sequence, changes nothing, and depends on nothing else (the draw is
+  // keyed by the sequence's line, sample and step), so a step's rows may be chosen on parallel
+  // threads in any order.
+  static TokenChoice choose(const Sequence& seq, const LogitResult& result, const float* full_logits, int64_t vocab);
 
-  std::vector<float> processed_;  // one row's logits after penalties and masks
+  // Appends the chosen token (its logprob, alternatives) and finishes the sequence if it ends it.
+  // The row stays greedy (/is_greedy) while every token is the model's argmax.
+  void accept(Sequence& seq, const LogitResult& result, const TokenChoice& choice);
 };
 
 }  // namespace tpbatch

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
-#include <unordered_map>
 #include <vector>
+
+#include "engine/logit_scan.h"
+#include "engine/sampler_fast.h"
 
 namespace tpbatch {
 namespace {
@@ -17,6 +18,30 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The distinct ids of `tokens` inside [0, vocab), sorted, with how often each occurs; kept per
+// thread so a step's rows reuse it.
+struct TokenCounts {
+  std::vector<int32_t> ids;
+  std::vector<int64_t> counts;
+  void count(std::span<const int32_t> tokens, int64_t vocab) {
+    sorted_.clear();
+    for (int32_t t : tokens)
+      if (t >= 0 && t < vocab) sorted_.push_back(t);
+    std::sort(sorted_.begin(), sorted_.end());
+    ids.clear();
+    counts.clear();
+    for (size_t i = 0; i < sorted_.size(); ++i) {
+      if (i == 0 || sorted_[i] != sorted_[i - 1]) ids.push_back(sorted_[i]), counts.push_back(0);
+      ++counts.back();
+    }
+  }
+
+ private:
+  std::vector<int32_t> sorted_;
+};
+
+thread_local TokenCounts token_counts;
+
 }  // namespace
 
 double counter_uniform(uint64_t seed, uint64_t row, uint64_t step, uint64_t sample) {
@@ -26,70 +51,25 @@ double counter_uniform(uint64_t seed, uint64_t row, uint64_t step, uint64_t samp
 }
 
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p, uint64_t row, uint64_t step,
-                     uint64_t sample) {
+                     uint64_t sample, std::optional<float> row_max) {
   if (p.greedy()) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-
-  // Candidates sorted by logit (descending, ties by id), cut by top-k, then softmax at temperature.
-  std::vector<int32_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  int64_t k = (p.top_k > 0 && p.top_k < vocab) ? p.top_k : vocab;
-  if (k < vocab) {
-    std::nth_element(ids.begin(), ids.begin() + k, ids.end(), better);
-    ids.resize(k);
-  }
-  std::sort(ids.begin(), ids.end(), better);
-  std::vector<double> prob(ids.size());
-  const double mx = logits[ids[0]];
-  double z = 0.0;
-  for (size_t i = 0; i < ids.size(); ++i) z += prob[i] = std::exp((logits[ids[i]] - mx) / p.temperature);
-  // top-p: the smallest prefix whose mass reaches top_p (at least one token).
-  size_t keep = ids.size();
-  if (p.top_p < 1.0) {
-    double cum = 0.0;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      cum += prob[i] / z;
-      if (cum >= p.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  // min-p: drop what is less likely than min_p times the most likely token (prob[0]).
-  if (p.min_p > 0.0) {
-    const double floor = p.min_p * prob[0];
-    size_t i = 1;
-    while (i < keep && prob[i] >= floor) ++i;
-    keep = i;
-  }
-  double mass = 0.0;
-  for (size_t i = 0; i < keep; ++i) mass += prob[i];
-  const double u = counter_uniform(p.seed, row, step, sample) * mass;
-  double cum = 0.0;
-  for (size_t i = 0; i < keep; ++i) {
-    cum += prob[i];
-    if (u < cum) return ids[i];
-  }
-  return ids[keep - 1];
+  return sample_token_fast(logits, vocab, p, row, step, sample, row_max);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const SamplingParams& p, std::span<const int32_t> tokens,
                      int64_t prompt_len) {
+  TokenCounts& seen = token_counts;
   if (p.repetition_penalty != 1.0) {
-    std::vector<uint8_t> seen(static_cast<size_t>(vocab), 0);
     const float rp = static_cast<float>(p.repetition_penalty);
-    for (int32_t t : tokens) {
-      if (t < 0 || t >= vocab || seen[t]) continue;
-      seen[t] = 1;
-      logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
-    }
+    seen.count(tokens, vocab);
+    for (int32_t t : seen.ids) logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
   }
   if (p.presence_penalty != 0.0 || p.frequency_penalty != 0.0) {
-    std::unordered_map<int32_t, int64_t> count;
-    for (size_t i = static_cast<size_t>(std::max<int64_t>(prompt_len, 0)); i < tokens.size(); ++i)
-      if (tokens[i] >= 0 && tokens[i] < vocab) ++count[tokens[i]];
-    for (const auto& [t, c] : count)
-      logits[t] -= static_cast<float>(p.frequency_penalty * static_cast<double>(c) + p.presence_penalty);
+    const size_t from = std::min(static_cast<size_t>(std::max<int64_t>(prompt_len, 0)), tokens.size());
+    seen.count(tokens.subspan(from), vocab);
+    for (size_t i = 0; i < seen.ids.size(); ++i)
+      logits[seen.ids[i]] -=
+          static_cast<float>(p.frequency_penalty * static_cast<double>(seen.counts[i]) + p.presence_penalty);
   }
 }
 
@@ -100,14 +80,29 @@ void mask_tokens(float* logits, int64_t vocab, std::span<const int32_t> ids) {
 
 std::vector<std::pair<int32_t, float>> top_logprobs(const float* logits, int64_t vocab, int64_t k, float log_z) {
   k = std::min(k, vocab);
-  std::vector<int32_t> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
-  std::vector<std::pair<int32_t, float>> out;
-  out.reserve(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) out.emplace_back(ids[i], logits[ids[i]] - log_z);
-  return out;
+  std::vector<std::pair<int32_t, float>> best;  // (id, logit), best first, ties by the lower id
+  if (k <= 0) return best;
+  best.reserve(static_cast<size_t>(k) + 1);
+  // A later id beats a kept token only with a larger logit: it goes before the first smaller one.
+  auto offer = [&](int64_t i) {
+    const float l = logits[i];
+    auto at = std::find_if(best.begin(), best.end(), [&](const auto& b) { return b.second < l; });
+    if (static_cast<int64_t>(best.size()) == k) {
+      if (at == best.end()) return;
+      best.pop_back();
+    }
+    best.insert(at, {static_cast<int32_t>(i), l});
+  };
+  int64_t i = 0;
+  for (; i < k; ++i) offer(i);
+  constexpr int64_t kBlock = 256;  // blocks whose maximum does not beat the k-th best are skipped
+  for (; i < vocab; i += kBlock) {
+    const int64_t e = std::min(vocab, i + kBlock);
+    if (max_logit(logits + i, e - i) > best.back().second)
+      for (int64_t j = i; j < e; ++j) offer(j);
+  }
+  for (auto& b : best) b.second -= log_z;
+  return best;
 }
 
 }  // namespace tpbatch

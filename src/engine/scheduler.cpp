@@ -179,10 +179,34 @@ void Scheduler::finish(Sequence& seq, const char* reason) {
 
 void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab,
                       const std::vector<float>& embedding_sums, int64_t hidden) {
-  size_t r = 0, f = 0;
-  size_t k = 0;  // embedding_sums rows used
   const std::vector<Scheduled> step = std::move(in_flight_.front());
   in_flight_.pop_front();
+  // The generating rows' tokens first, on OpenMP's threads: a row's choice reads only its own
+  // sequence and logits, so it is the same at any thread count.
+  struct Generating {
+    const Sequence* seq;
+    const LogitResult* result;
+    const float* logits;  // null: the argmax is enough
+  };
+  std::vector<Generating> generating;
+  size_t r = 0, f = 0;
+  for (const Scheduled& e : step) {
+    if (e.seq->embedding) continue;
+    if (e.seq->scoring) {
+      r += static_cast<size_t>(e.num_requests);
+    } else if (e.samples) {
+      generating.push_back({e.seq, &results[r++], e.full ? full_logits.data() + (f++) * vocab : nullptr});
+    }
+  }
+  std::vector<TokenChoice> choices(generating.size());
+  const int64_t n_gen = static_cast<int64_t>(generating.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n_gen > 1)
+  for (int64_t i = 0; i < n_gen; ++i)
+    choices[i] = OutputProcessor::choose(*generating[i].seq, *generating[i].result, generating[i].logits, vocab);
+
+  r = 0;
+  size_t g = 0;  // choices used
+  size_t k = 0;  // embedding_sums rows used
   for (const Scheduled& e : step) {
     Sequence& s = *e.seq;
     s.in_flight = false;
@@ -204,8 +228,7 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
       output_.score(s, std::span<const LogitResult>(results.data() + r, static_cast<size_t>(e.num_requests)));
       r += static_cast<size_t>(e.num_requests);
     } else if (e.samples) {
-      const float* row = e.full ? full_logits.data() + (f++) * vocab : nullptr;
-      output_.generate(s, results[r++], row, vocab);
+      output_.accept(s, results[r++], choices[g++]);
     }
     if (!s.finish_reason.empty()) alloc_.release(s.blocks);
   }

@@ -39,7 +39,8 @@ class Scheduler {
   // come back through take_finished() with an error.
   StepInputs schedule();
   // Applies the logits of the oldest step in flight: the output processor records scores or
-  // picks tokens and decides which sequences finish; their blocks are released here.
+  // picks tokens (the generating rows' choices on OpenMP's threads, the same at any count) and
+  // decides which sequences finish; their blocks are released here.
   // embedding_sums: task: embed: the step's ModelRunner::compute_embeddings() ([embeds][hidden]).
   void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab,
              const std::vector<float>& embedding_sums = {}, int64_t hidden = 0);

@@ -199,7 +199,7 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
   results.assign(n_req, LogitResult{});
   int64_t n_full = 0;
   for (const auto& r : in.logits) n_full += r.full;
-  full_logits.assign(n_full * V, 0.0f);
+  full_logits.resize(static_cast<size_t>(n_full * V));  // every value is written below
   int64_t full_done = 0;
 
   std::vector<LogitStats> all;
@@ -245,6 +245,18 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
       if (in.logits[p0 + i].full) full_rows.push_back(i);
     const int64_t nf = static_cast<int64_t>(full_rows.size());
     if (nf == 0) continue;
+    if (tp == 1) {  // the rows are whole already: one copy each (a sampled step's 64 x 128k rows: 32 MiB)
+      float* dst = full_logits.data() + full_done * V;
+      if (nf == n) {
+        be_.download(logits, dst, static_cast<size_t>(n * V) * sizeof(float));
+      } else {
+        BufferView picked = scratch(pad_, static_cast<size_t>(nf * V), DType::F32);
+        be_.copy_rows(logits, vn, full_rows, vn, picked, V);
+        be_.download(picked, dst, static_cast<size_t>(nf * V) * sizeof(float));
+      }
+      full_done += nf;
+      continue;
+    }
     BufferView pad = scratch(pad_, static_cast<size_t>(nf * vmax), DType::F32);
     BufferView gath = scratch(gathered_, static_cast<size_t>(nf * vmax * tp), DType::F32);
     be_.copy_rows(logits, vn, full_rows, vn, pad, vmax);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "engine/kv_block_allocator.h"
@@ -191,6 +192,28 @@ TEST(SamplingOptions, TopLogprobsAreTheKBestOfTheLogSoftmax) {
     for (int j = 0; j < 3; ++j) EXPECT_NEAR(s->top_logprobs[3 * pos + j], want[s->top_ids[3 * pos + j]], 1e-5);
   }
   for (int pos = 0; pos < 2; ++pos) EXPECT_NEAR(s->logprobs[pos], want[s->tokens[2 + pos]], 1e-5);
+}
+
+TEST(SamplingOptions, TopLogprobsAreThoseOfAFullSortOnLongRowsWithTies) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t vocab : {3, 300, 5000}) {
+    std::vector<float> l(static_cast<size_t>(vocab));
+    for (float& v : l) v = std::round(normal(rng) * 2.0f) / 2.0f;  // many equal logits
+    for (int64_t k : {1, 3, 20}) {
+      std::vector<int32_t> ids(static_cast<size_t>(vocab));
+      std::iota(ids.begin(), ids.end(), 0);
+      const int64_t kk = std::min(k, vocab);
+      std::partial_sort(ids.begin(), ids.begin() + kk, ids.end(),
+                        [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+      const auto got = top_logprobs(l.data(), vocab, k, 1.5f);
+      ASSERT_EQ(static_cast<int64_t>(got.size()), kk);
+      for (int64_t i = 0; i < kk; ++i) {
+        EXPECT_EQ(got[i].first, ids[i]) << "vocab " << vocab << " k " << k << " rank " << i;
+        EXPECT_EQ(got[i].second, l[ids[i]] - 1.5f);
+      }
+    }
+  }
 }
 
 TEST(SamplingOptions, SchedulerAsksForFullLogitsOfGreedyRowsThatNeedThem) {
