@@ -55,7 +55,8 @@ struct Lane {
       : runner(load_llama_shard(cfg, ws, shard_placement(cfg, Layout{1, 1, 1}, 0, 0, ExpertSplit::kTensor), be, DType::F32), be, tp,
                KvLayout{.num_blocks = rows * 16, .block_size = 16}),
         alloc(rows * 16, 16),
-        sched(SchedulerLimits{rows, 4096}, alloc) {
+        sched(SchedulerLimits{.max_seqs = rows, .max_batch_tokens = 4096, .backend_draws = true}, alloc) {
+    runner.set_host_draw(draw_on_host);  // the sampled rows' tokens are drawn in runner.step
     for (int64_t r = 0; r < rows; ++r) {
       auto s = std::make_unique<Sequence>();
       s->row = s->line = r;

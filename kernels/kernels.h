@@ -123,6 +123,16 @@ void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t 
                  BufferView stats, const LogitStatsGrid& grid, void* scratch, const StepView& step,
                  cudaStream_t stream);
 
+// sample_rows.cu — the sampled draw of rows[i] (device int64) of F32 logits [..][vocab] with
+// params[i] (device): out[i] (device) = the token sample_token_reference returns and its logit,
+// or token -1 where the kernel leaves the row to the host (a NaN or non-finite maximum, a cut in
+// the tail, a sum within 1e-9 of a threshold). One block per row; `scratch` holds at least
+// sample_rows_scratch_bytes(count, vocab).  CPU: CpuBackend::sample_rows.
+int64_t sample_rows_span(int64_t vocab);
+size_t sample_rows_scratch_bytes(int64_t count, int64_t vocab);
+void sample_rows(BufferView logits, int64_t vocab, const int64_t* rows, const DrawParams* params, int64_t count,
+                 void* scratch, DrawnToken* out, cudaStream_t stream);
+
 // paged_attention.cu — appends the step's k/v rows into the paged caches
 // ([num_blocks][kv_heads][block_size][head_dim], F32 or BF16).  CPU: step 1 of
 // CpuBackend::paged_attention.

@@ -62,6 +62,27 @@ struct LogitStats {
 };
 static_assert(sizeof(LogitStats) == 16);
 
+// What a sampled draw reads besides the logits (engine/sampler.h: temperature > 0, top-k, top-p,
+// min-p, and the counters that key its uniform). Plain data: it travels in the step's message.
+struct DrawParams {
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  uint64_t seed = 0, row = 0, step = 0, sample = 0;
+};
+
+// A drawn token and its logit (the caller's logprob is logit - log_z, from the LM-head statistics).
+struct DrawnToken {
+  int32_t token = -1;
+  float logit = 0.0f;
+};
+
+// The host's draw of one row (the engine's sample_token): the CPU backend's whole implementation of
+// sample_rows, and the CUDA backend's for the rare rows its kernel leaves to the host. Handed in by
+// the caller because the sampler lives above the backends. row_max: the row's largest logit or NaN.
+using HostDraw = std::function<int32_t(const float* logits, int64_t vocab, const DrawParams& params, float row_max)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -124,6 +145,15 @@ class Backend {
   // a buffer of 4*count F32), the target being logit_targets[first + i] (global ids).
   virtual void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
                            BufferView stats) = 0;
+  // The sampled draw where the logits are: out[i] = the token host_draw would pick from row rows[i]
+  // of F32 logits [..][vocab] with params[i] (exactly engine/sampler_reference.h's token), and its
+  // logit. row_max[i]: that row's largest logit if known, else NaN (a hint). Waits for the queued
+  // work; on CUDA only the tokens cross the bus, save rows the kernel cannot decide (a NaN logit,
+  // a maximum that is not finite, a sum too close to a threshold to trust), which are downloaded
+  // and drawn by host_draw.
+  virtual void sample_rows(BufferView logits, int64_t vocab, std::span<const int64_t> rows,
+                           std::span<const DrawParams> params, std::span<const float> row_max,
+                           const HostDraw& host_draw, std::span<DrawnToken> out) = 0;
 
   // ---- model families beyond Llama (issue 15) ---------------------------------------------
   // Per-head RMSNorm in place: each of `heads` heads (head_dim elements, w [head_dim] F32) of each

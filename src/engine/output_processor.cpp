@@ -1,6 +1,7 @@
 #include "engine/output_processor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "engine/sampler.h"
@@ -18,6 +19,29 @@ bool masks_ends(const Sequence& s) { return s.num_generated() < s.sampling.min_t
 bool needs_full_logits(const Sequence& s) {
   const SamplingParams& p = s.sampling;
   return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s);
+}
+
+bool draws_on_backend(const Sequence& s) {
+  const SamplingParams& p = s.sampling;
+  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s);
+}
+
+// The draw's key is the one choose() uses on the host: (line, generated tokens, sample).
+DrawParams draw_params(const Sequence& s) {
+  const SamplingParams& p = s.sampling;
+  return DrawParams{p.temperature, p.top_k, p.top_p, p.min_p, p.seed, static_cast<uint64_t>(s.line),
+                    static_cast<uint64_t>(s.num_generated()), static_cast<uint64_t>(s.sample)};
+}
+
+int32_t draw_on_host(const float* logits, int64_t vocab, const DrawParams& d, float row_max) {
+  SamplingParams p;
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.min_p = d.min_p;
+  p.seed = d.seed;
+  return sample_token(logits, vocab, p, d.row, d.step, d.sample,
+                      std::isnan(row_max) ? std::nullopt : std::optional<float>(row_max));
 }
 
 void finish_sequence(Sequence& seq, const char* reason) {
@@ -82,6 +106,7 @@ void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float*
 TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
   const SamplingParams& p = s.sampling;
   TokenChoice c{res.argmax, res.max_logit, {}};
+  if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
   if (!full) return c;
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
   // unmodified distribution (CONTRACT.md: /output_logprobs).

@@ -15,8 +15,17 @@
 namespace tpbatch {
 
 // Whether the step that picks this sequence's next token must bring its full logits to the host
-// (sampling, penalties, min_tokens masking, top_logprobs); otherwise the argmax is enough.
+// (sampling, penalties, min_tokens masking, top_logprobs), unless the backend draws the token
+// (draws_on_backend); otherwise the argmax is enough.
 bool needs_full_logits(const Sequence& seq);
+
+// Whether its next token is a sampled draw from the logits and sampling parameters alone, which
+// the backend takes where the logits are (Backend::sample_rows), and with what parameters.
+bool draws_on_backend(const Sequence& seq);
+DrawParams draw_params(const Sequence& seq);
+
+// The host's draw behind Backend::sample_rows: sample_token with the row's parameters.
+int32_t draw_on_host(const float* logits, int64_t vocab, const DrawParams& params, float row_max);
 
 // Ends a sequence with `reason` (length | eos | stop | scored), its final text flushed. Its KV
 // blocks are the scheduler's to release.
@@ -37,8 +46,8 @@ class OutputProcessor {
   void score(Sequence& seq, std::span<const LogitResult> results);
 
   // A generating sequence's next token from its result (argmax and log-normalizer over the whole
-  // vocabulary) and, when needs_full_logits() asked for them, its full logits [vocab]: choose,
-  // then accept.
+  // vocabulary, and the token when the backend drew it) and, when needs_full_logits() asked for
+  // them, its full logits [vocab]: choose, then accept.
   void generate(Sequence& seq, const LogitResult& result, const float* full_logits, int64_t vocab);
 
   // The choice alone: reads the sequence, changes nothing, and depends on nothing else (the draw is

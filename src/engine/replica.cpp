@@ -149,10 +149,12 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size,
                              job.engine.prefix_caching);
   Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
-                                      job.engine.admission == AdmissionPolicy::kLongestFirst},
+                                      job.engine.admission == AdmissionPolicy::kLongestFirst,
+                                      /*backend_draws=*/true},
                       allocator);
   RowAdmitter admitter(job, tok, cfg);
   admitter.set_kv_capacity_tokens(allocator.num_blocks() * allocator.block_size());
+  runner.set_host_draw(draw_on_host);
   StepPipe pipe(topo, runner, pp_data);
   ReplicaStats stats;
   // Rows read ahead: at least max_seqs, but never more than the KV cache could run at once (one
@@ -237,6 +239,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
 }
 
 ReplicaStats run_replica_worker(ModelRunner& runner, const Topology& topo, Communicator& pp_data) {
+  runner.set_host_draw(draw_on_host);
   StepPipe pipe(topo, runner, pp_data);
   std::vector<LogitResult> results;
   std::vector<float> full_logits;

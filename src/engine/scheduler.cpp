@@ -86,7 +86,9 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
       }
     }
   } else if (p0 + n == total) {
-    e.full = needs_full_logits(s);
+    e.drawn = limits_.backend_draws && draws_on_backend(s);
+    e.full = needs_full_logits(s) && !e.drawn;
+    if (e.drawn) in.draws.push_back(DrawRequest{static_cast<int64_t>(in.logits.size()), draw_params(s)});
     in.logits.push_back(LogitRequest{row0 + n - 1, -1, e.full});
     e.num_requests = 1;
     e.samples = true;
@@ -195,6 +197,7 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
     if (e.seq->scoring) {
       r += static_cast<size_t>(e.num_requests);
     } else if (e.samples) {
+      if (e.drawn && results[r].token < 0) throw Error("internal error: a drawn row's token did not come back");
       generating.push_back({e.seq, &results[r++], e.full ? full_logits.data() + (f++) * vocab : nullptr});
     }
   }

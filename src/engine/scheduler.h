@@ -22,6 +22,9 @@ struct SchedulerLimits {
   int64_t max_batch_tokens = 4096;
   int64_t pipeline_stages = 1;     // micro-batches: each step takes 1/stages of the active sequences
   bool longest_first = false;      // admit the longest waiting prompt first (packs prefill, less tail)
+  // Rows that draw_on_backend() are drawn where the logits are (StepInputs::draws; the runner
+  // needs its host draw set): only their tokens come back. Off, they bring their full logits.
+  bool backend_draws = false;
 };
 
 class Scheduler {
@@ -57,6 +60,7 @@ class Scheduler {
     int64_t num_requests;     // logits requests of this chunk, in step order
     bool samples;             // its (only) request picks the next token
     bool full;                // and asked for the full logits
+    bool drawn = false;       // or the backend draws its token
   };
   std::deque<std::unique_ptr<Sequence>>::iterator next_to_admit();
   void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);

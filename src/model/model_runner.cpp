@@ -189,6 +189,54 @@ void ModelRunner::compute_embeddings(const StepInputs& in, std::vector<float>& s
   }
 }
 
+// The rows of this pass [p0, p0 + n) that draw on the backend: their tokens only come back. With
+// TP the shards are all-gathered on the device, as for full rows, and reassembled into whole rows
+// there; the group's first rank draws, as only its results are read (the leader's scheduler, or
+// the message to it): the others would spend the same device time, or on the CPU backend the
+// same host cores, for nothing.
+void ModelRunner::draw_pass(const StepInputs& in, int64_t p0, int64_t n, BufferView logits,
+                            std::vector<LogitResult>& results) {
+  const int64_t V = shard_.config.vocab_size, vn = shard_.vocab_range.size(), vmax = shard_.vocab_shard_max;
+  const int tp = tp_.size();
+  draw_rows_.clear();
+  draw_params_.clear();
+  draw_max_.clear();
+  for (const DrawRequest& d : in.draws) {
+    if (d.request < p0 || d.request >= p0 + n) continue;
+    if (in.logits[d.request].full) throw Error("internal error: a row both drawn and brought to the host");
+    draw_rows_.push_back(d.request - p0);
+    draw_params_.push_back(d.params);
+    draw_max_.push_back(results[d.request].max_logit);
+  }
+  const int64_t nd = static_cast<int64_t>(draw_rows_.size());
+  if (nd == 0) return;
+  if (!host_draw_) throw Error("internal error: rows to draw but no host sampler");
+  drawn_.resize(draw_rows_.size());
+  if (tp == 1) {  // the rows are whole already
+    if (tp_.rank() == 0) be_.sample_rows(logits, V, draw_rows_, draw_params_, draw_max_, host_draw_, drawn_);
+  } else {
+    BufferView pad = scratch(pad_, static_cast<size_t>(nd * vmax), DType::F32);
+    BufferView gath = scratch(gathered_, static_cast<size_t>(nd * vmax * tp), DType::F32);
+    be_.copy_rows(logits, vn, draw_rows_, vn, pad, vmax);
+    tp_.allgather(pad, gath, static_cast<size_t>(nd * vmax) * sizeof(float));
+    if (tp_.rank() != 0) return;
+    BufferView whole = scratch(whole_, static_cast<size_t>(nd * V), DType::F32);
+    whole_rows_.resize(static_cast<size_t>(nd));
+    for (int64_t f = 0; f < nd; ++f) whole_rows_[f] = f;
+    for (int r = 0; r < tp; ++r) {
+      const Range vr = balanced_split(V, tp, r);
+      be_.copy_rows(gath.at(r * nd * vmax), vmax, whole_rows_, vr.size(), whole.at(vr.begin), V);
+    }
+    be_.sample_rows(whole, V, whole_rows_, draw_params_, draw_max_, host_draw_, drawn_);
+  }
+  if (tp_.rank() != 0) return;
+  for (int64_t f = 0; f < nd; ++f) {
+    LogitResult& res = results[p0 + draw_rows_[f]];
+    res.token = drawn_[f].token;
+    res.token_logit = drawn_[f].logit;
+  }
+}
+
 void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
                                  std::vector<float>& full_logits) {
   const ModelConfig& c = shard_.config;
@@ -238,6 +286,8 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
       res.log_z = static_cast<float>(mx + std::log(z));
       res.target_logit = target;
     }
+
+    draw_pass(in, p0, n, logits, results);
 
     // Sampling rows: gather their full logits (padded shards), only when asked.
     full_rows.clear();

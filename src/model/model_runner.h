@@ -2,9 +2,11 @@
 // Runs one engine step through this rank's model shard: embedding, the decoder layers with their
 // two tensor-parallel allreduces each, and the vocab-parallel LM head, whose greedy argmax and
 // log-softmax normalizer are combined across shards without gathering full logits.
-// Everything it computes on is backend memory; it downloads only the per-row LM-head statistics
-// and the full logits of rows that sample.
+// Everything it computes on is backend memory; it downloads only the per-row LM-head statistics,
+// the tokens of rows the backend draws (StepInputs::draws), and the full logits of rows whose
+// token the host must choose (penalties, masks, top logprobs).
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -36,6 +38,9 @@ class ModelRunner {
   // the final norm ([count of embeds][hidden_size], float32). The hidden state is replicated over
   // the TP group, so any one rank can compute it (no collectives).
   void compute_embeddings(const StepInputs& inputs, std::vector<float>& sums);
+  // The host's draw (the engine's sampler), which the backend runs on rows it cannot draw itself
+  // (all of them on the CPU). Required once a step has draws.
+  void set_host_draw(HostDraw draw) { host_draw_ = std::move(draw); }
   bool first_stage() const { return shard_.placement.has_embedding; }
   bool last_stage() const { return shard_.placement.has_lm_head; }
 
@@ -47,6 +52,7 @@ class ModelRunner {
 
  private:
   void layer_forward(size_t layer, int64_t rows);
+  void draw_pass(const StepInputs& inputs, int64_t p0, int64_t n, BufferView logits, std::vector<LogitResult>& results);
   BufferView scratch(Buffer& b, size_t count, DType dtype);
 
   LlamaShard shard_;
@@ -57,12 +63,17 @@ class ModelRunner {
   DType act_;
   std::vector<Buffer> k_cache_, v_cache_;  // per layer
   // Step scratch in backend memory, grown to the largest step seen.
-  Buffer x_, h_, qkv_, attn_, proj_, gu_, act_buf_, hrows_, normed_, logits_, stats_, all_stats_, pad_, gathered_;
+  Buffer x_, h_, qkv_, attn_, proj_, gu_, act_buf_, hrows_, normed_, logits_, stats_, all_stats_, pad_, gathered_, whole_;
   // Host copies of what the step sends to the backend (kept to avoid reallocating each step).
   std::vector<AttentionSeq> seqs_;
   std::vector<int64_t> logit_rows_;
   std::vector<int32_t> logit_targets_;
   std::vector<int64_t> embed_rows_;
+  HostDraw host_draw_;
+  std::vector<int64_t> draw_rows_, whole_rows_;  // this pass's drawn rows (of its logits buffer), 0..count
+  std::vector<DrawParams> draw_params_;
+  std::vector<float> draw_max_;
+  std::vector<DrawnToken> drawn_;
   std::vector<uint16_t> embed_host16_;
   std::vector<float> embed_host_;
   MoeBlock moe_;  // mixture-of-experts layers' scratch (Mixtral, Qwen3-MoE)

@@ -35,6 +35,7 @@ void StepInputs::clear() {
   block_ids.clear();
   logits.clear();
   embeds.clear();
+  draws.clear();
 }
 
 std::vector<AttentionSeq> StepInputs::attention_seqs() const {
@@ -56,6 +57,7 @@ std::string StepInputs::serialize() const {
   put_vec(out, block_ids);
   put_vec(out, logits);
   put_vec(out, embeds);
+  put_vec(out, draws);
   return out;
 }
 
@@ -68,6 +70,7 @@ StepInputs StepInputs::deserialize(const std::string& bytes) {
   get_vec(bytes, at, s.block_ids);
   get_vec(bytes, at, s.logits);
   get_vec(bytes, at, s.embeds);
+  get_vec(bytes, at, s.draws);
   return s;
 }
 

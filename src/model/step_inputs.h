@@ -16,12 +16,21 @@ struct LogitRequest {
   bool full = false;      // the sampler needs this row's full logits
 };
 
+// A requested row whose token the backend draws where the logits are (it needs nothing but them
+// and these parameters): only the token comes back.
+struct DrawRequest {
+  int64_t request = 0;    // index into StepInputs::logits
+  DrawParams params;
+};
+
 // Logits of one requested row, combined over the vocabulary shards without gathering them.
 struct LogitResult {
   int32_t argmax = 0;       // lowest id among the maxima
   float max_logit = 0;
   float log_z = 0;          // log-sum-exp over the whole vocabulary
   float target_logit = 0;   // NaN when no target was given
+  int32_t token = -1;       // drawn on the backend (a DrawRequest), else -1; set on the TP group's first rank
+  float token_logit = 0;    // that token's logit
 };
 
 // task: embed: the sum of the final-normed hidden states of rows [row, row + num_rows) of the step
@@ -45,6 +54,7 @@ struct StepInputs {
   std::vector<int32_t> block_ids;
   std::vector<LogitRequest> logits;
   std::vector<EmbedRequest> embeds;
+  std::vector<DrawRequest> draws;    // in request order
 
   int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
   void clear();

@@ -2,7 +2,8 @@
 # stories260K with `device: cuda` on the emulated device against `device: cpu`, one rank: greedy
 # generation (fp32 weights on TF32 GEMMs, bf16 weights, a float32 KV cache), top logprobs, the
 # score and embed tasks agree within what bf16 activations imply; prefix caching on and off, and
-# a seeded sampled run repeated, compute alike on the device; top_k 1 sampling is greedy.
+# a seeded sampled run repeated, compute alike on the device; sampled rows drawn on the device
+# equal the same rows drawn on the host; top_k 1 sampling is greedy.
 source "$(dirname "$0")/lib_emu.sh"
 
 write_job "$WORK/gen.yaml" "$STORIES" "$PROMPTS" "$WORK/out.h5" \
@@ -40,6 +41,16 @@ sampled=(--set sampling.temperature=0.8 --set sampling.top_p=0.9 --set sampling.
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/s1.h5" "${sampled[@]}"
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/s2.h5" "${sampled[@]}"
 identical "$WORK/s1.h5" "$WORK/s2.h5" "a seeded sampled run, repeated on the device"
+# Those rows are drawn on the device (only their tokens come back); asking for top logprobs
+# brings the same rows' logits to the host, whose sampler draws them: the same tokens, logprobs.
+on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/s-host.h5" "${sampled[@]}" --set sampling.top_logprobs=1
+identical "$WORK/s1.h5" "$WORK/s-host.h5" "a seeded sampled run drawn on the device and on the host"
+$PY - "$WORK/s1.h5" "$WORK/cuda.h5" <<'PY' || fail "the sampled run is the greedy one: nothing was drawn"
+import h5py, sys, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+assert any(not np.array_equal(a["output_tokens"][i], b["output_tokens"][i]) for i in range(a["done"].shape[0]))
+print("the sampled run differs from the greedy one")
+PY
 on cuda 1 "$WORK/gen.yaml" --set output.path="$WORK/topk1.h5" --set sampling.temperature=0.8 --set sampling.top_k=1
 identical "$WORK/topk1.h5" "$WORK/cuda.h5" "top_k 1 sampling is the greedy run"
 

@@ -193,6 +193,23 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // The host's sampler over the rows in place: what the engine did with downloaded rows before,
+  // on the same threads (rows are independent; the draw is keyed by its counters, not the thread).
+  void sample_rows(BufferView logits_v, int64_t vocab, std::span<const int64_t> rows, std::span<const DrawParams> params,
+                   std::span<const float> row_max, const HostDraw& host_draw, std::span<DrawnToken> out) override {
+    if (params.size() != rows.size() || row_max.size() != rows.size() || out.size() != rows.size())
+      throw Error("CPU backend: sample_rows: rows, params, row maxima and outputs differ in count");
+    Access a(mem_);
+    const float* logits = f32(logits_v, "logits");
+    const int64_t n = static_cast<int64_t>(rows.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits + rows[i] * vocab;
+      const int32_t t = host_draw(row, vocab, params[i], row_max[i]);
+      out[i] = DrawnToken{t, row[t]};
+    }
+  }
+
   void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,
                      float eps) override {
     Access a(mem_);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_impl.h"
@@ -60,9 +61,11 @@ CudaBackend::~CudaBackend() {
                  device_, e.what());
     return;
   }
-  for (Scratch* s : {&step_device_, &attention_scratch_, &logit_scratch_, &gemm_x_, &gemm_y_, &moe_device_})
+  for (Scratch* s : {&step_device_, &attention_scratch_, &logit_scratch_, &gemm_x_, &gemm_y_, &moe_device_,
+                     &draw_device_, &draw_sort_})
     cudaFree(s->data);
   cudaFreeHost(moe_pinned_);
+  cudaFreeHost(draw_pinned_);
   if (moe_copied_) cudaEventDestroy(moe_copied_);
   for (int i = 0; i < 2; ++i) {
     cudaFreeHost(step_pinned_[i]);
@@ -504,6 +507,49 @@ void CudaBackend::weighted_row_sum(BufferView src, std::span<const int64_t> rows
   kernels::weighted_row_sum(src, d, reinterpret_cast<const float*>(d + n), static_cast<int64_t>(n) / k, k, width, out,
                             stream_);
   TPBATCH_CUDA_LAUNCHED("weighted_row_sum");
+}
+
+// The draw on the device, a bounded number of rows a launch (the sort's scratch is 16 bytes a
+// vocabulary entry a row: 64 MiB for 32 rows at 128k). The host sends the rows and parameters
+// (72 bytes a row) and gets 8 bytes a row back; a row the kernel leaves undecided (token -1: NaN
+// logits, a cut in the tail, a sum too close to call) is downloaded and drawn by host_draw.
+void CudaBackend::sample_rows(BufferView logits, int64_t vocab, std::span<const int64_t> rows,
+                              std::span<const DrawParams> params, std::span<const float> row_max,
+                              const HostDraw& host_draw, std::span<DrawnToken> out) {
+  constexpr size_t kRowsPerLaunch = 32;
+  const size_t n = rows.size();
+  if (params.size() != n || row_max.size() != n || out.size() != n)
+    throw Error("CUDA backend: sample_rows: rows, params, row maxima and outputs differ in count");
+  if (n == 0) return;
+  const size_t in_bytes = n * (sizeof(DrawParams) + sizeof(int64_t)), out_bytes = n * sizeof(DrawnToken);
+  wait_stream("CUDA sample_rows");  // the previous call's copies are done with the pinned buffer
+  ensure_pinned(draw_pinned_, draw_pinned_cap_, in_bytes + out_bytes);
+  auto* h_params = static_cast<DrawParams*>(draw_pinned_);
+  auto* h_rows = reinterpret_cast<int64_t*>(h_params + n);
+  auto* h_out = reinterpret_cast<DrawnToken*>(h_rows + n);
+  std::copy(params.begin(), params.end(), h_params);
+  std::copy(rows.begin(), rows.end(), h_rows);
+  auto* d_params = static_cast<DrawParams*>(scratch(draw_device_, in_bytes + out_bytes, "CUDA sample_rows"));
+  auto* d_rows = reinterpret_cast<int64_t*>(d_params + n);
+  auto* d_out = reinterpret_cast<DrawnToken*>(d_rows + n);
+  TPBATCH_CUDA_CHECK(cudaMemcpyAsync(d_params, h_params, in_bytes, cudaMemcpyHostToDevice, stream_));
+  for (size_t c = 0; c < n; c += kRowsPerLaunch) {
+    const int64_t count = static_cast<int64_t>(std::min(kRowsPerLaunch, n - c));
+    void* sort = scratch(draw_sort_, kernels::sample_rows_scratch_bytes(count, vocab), "CUDA sample_rows");
+    kernels::sample_rows(logits, vocab, d_rows + c, d_params + c, count, sort, d_out + c, stream_);
+    TPBATCH_CUDA_LAUNCHED("sample_rows");
+  }
+  TPBATCH_CUDA_CHECK(cudaMemcpyAsync(h_out, d_out, out_bytes, cudaMemcpyDeviceToHost, stream_));
+  wait_stream("CUDA sample_rows");
+  std::copy(h_out, h_out + n, out.begin());
+  std::vector<float> row;
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i].token >= 0) continue;
+    row.resize(static_cast<size_t>(vocab));
+    download(logits.at(rows[i] * vocab), row.data(), row.size() * sizeof(float));
+    const int32_t t = host_draw(row.data(), vocab, params[i], row_max[i]);
+    out[i] = DrawnToken{t, row[static_cast<size_t>(t)]};
+  }
 }
 
 // ---- factory and queries ------------------------------------------------------------------------

@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
                  int64_t dst_stride) override;
   void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,
                    BufferView stats) override;
+  void sample_rows(BufferView logits, int64_t vocab, std::span<const int64_t> rows, std::span<const DrawParams> params,
+                   std::span<const float> row_max, const HostDraw& host_draw, std::span<DrawnToken> out) override;
   void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView w,
                      float eps) override;
   void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) override;
@@ -133,6 +135,12 @@ class CudaBackend final : public Backend {
   size_t moe_pinned_cap_ = 0;
   cudaEvent_t moe_copied_ = nullptr;
   Scratch moe_device_;
+
+  // sample_rows(): rows, params and tokens through one pinned buffer and one device buffer; the
+  // sort's keys and probabilities in their own scratch.
+  void* draw_pinned_ = nullptr;
+  size_t draw_pinned_cap_ = 0;
+  Scratch draw_device_, draw_sort_;
 };
 
 }  // namespace tpbatch
