@@ -6,7 +6,10 @@ set(EMU_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/emu)
 set(EMU_TEST_ENV "TPBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 
 # tests/gpu: every kernel against its CPU twin, the whole model against the CPU backend.
-gtest_discover_tests(tpbatch_gpu_tests TEST_PREFIX emu. DISCOVERY_TIMEOUT 120
+# The NCCL tests need two ranks (emu.two_ranks.* below); the cuBLAS differential test needs the real
+# cuBLAS: neither is registered here, where they could only skip.
+set(EMU_ONE_PROCESS_FILTER "-Nccl*:CublasMatchesTheEmulator.*")
+gtest_discover_tests(tpbatch_gpu_tests TEST_PREFIX emu. DISCOVERY_TIMEOUT 120 TEST_FILTER ${EMU_ONE_PROCESS_FILTER}
   PROPERTIES LABELS emu TIMEOUT 900 ENVIRONMENT "${EMU_TEST_ENV}")
 foreach(flavour asan tsan)
   add_executable(tpbatch_gpu_tests_${flavour} ${GPU_TEST_SOURCES})
@@ -16,7 +19,7 @@ foreach(flavour asan tsan)
   target_compile_definitions(tpbatch_gpu_tests_${flavour} PRIVATE TPBATCH_SHARED_DIR="${TPBATCH_SHARED_DIR}"
     TPBATCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(tpbatch_gpu_tests_${flavour} TEST_PREFIX emu_${flavour}. DISCOVERY_TIMEOUT 120
-    PROPERTIES LABELS emu TIMEOUT 1200 ENVIRONMENT "${EMU_TEST_ENV}")
+    TEST_FILTER ${EMU_ONE_PROCESS_FILTER} PROPERTIES LABELS emu TIMEOUT 1200 ENVIRONMENT "${EMU_TEST_ENV}")
 endforeach()
 
 # The NCCL tests of tests/gpu between two ranks; each abort test in its own run (it leaves its
@@ -48,7 +51,11 @@ foreach(flavour plain asan tsan)
     string(TOUPPER ${flavour} up)
     target_compile_definitions(${name} PRIVATE CUEMU_TEST_${up}=1)
   endif()
-  gtest_discover_tests(${name} TEST_PREFIX cuemu_${flavour}. DISCOVERY_TIMEOUT 60
+  set(filter "*")  # a bug only AddressSanitizer sees is checked in that build alone
+  if(NOT flavour STREQUAL "asan")
+    set(filter "-*CaughtByAddressSanitizer")
+  endif()
+  gtest_discover_tests(${name} TEST_PREFIX cuemu_${flavour}. DISCOVERY_TIMEOUT 60 TEST_FILTER ${filter}
     PROPERTIES LABELS emu TIMEOUT 300 ENVIRONMENT "${EMU_TEST_ENV}")
 endforeach()
 
