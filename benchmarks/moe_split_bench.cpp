@@ -1,4 +1,4 @@
-// parallel.experts, tensor vs expert (issue 15 item 5): the MoE block's time per step on each
+// parallel.experts, tensor vs expert: the MoE block's time per step on each
 // tensor-parallel rank, measured rank by rank in one process (one thread, as each rank of a run has
 // its core), so the ranks do not compete with each other; a step takes as long as its slowest rank
 // (the allreduce waits for it). Times are the thread's CPU time, so preemption on a busy machine

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12's benchmark table on the ~125M generated model (CPU backend), each row against its bound
+"""The engine benchmark table on the ~125M generated model (CPU backend), each row against its bound
 measured in the same run (read bandwidth and fp32 GEMM peak at 1 and 2 threads, tpbatch_machine_bench),
 and, when LLAMA_CPP_BIN names a llama.cpp build folder, llama-bench / llama-batched-bench on the same
 weights converted to GGUF, with the ratios.

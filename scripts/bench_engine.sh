@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's benchmark table (not a test): each workload against its bound measured in the same run,
+# The engine benchmark table (not a test): each workload against its bound measured in the same run,
 # and llama.cpp's numbers on the same weights when LLAMA_CPP_BIN names a llama.cpp build folder.
 # Usage: [LLAMA_CPP_BIN=/path/to/llama.cpp/build] scripts/bench_engine.sh [BUILD] [--quick]
 set -euo pipefail

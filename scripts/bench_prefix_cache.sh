@@ -3,7 +3,7 @@
 # that share a prefix. Usage: scripts/bench_prefix_cache.sh [BUILD_DIR]
 #   1. 8 rows sharing a ~134-token prompt prefix (stories260K)
 #   2. 64 rows sharing a few-shot prefix (stories260K)
-#   3. issue 13's 256 rows sharing a ~512-token few-shot prefix on a generated model (tiny; the
+#   3. 256 rows sharing a ~512-token few-shot prefix on a generated model (tiny; the
 #      125M preset with BENCH_125M=1: many minutes on a CPU)
 # Tokens are from the results file's /metrics; wall is the whole tpbatch process.
 set -euo pipefail
@@ -73,7 +73,7 @@ make_rows "$WORK/rows8.jsonl" 8 64
 bench "8 rows, shared ~134-token prefix" "$STORIES" "$WORK/rows8.jsonl" 16
 make_rows "$WORK/rows64.jsonl" 64 260
 bench "64 rows, shared few-shot prefix" "$STORIES" "$WORK/rows64.jsonl" 16
-# Issue 13's shape: 256 rows sharing a ~512-token prefix. The token counts do not depend on the
+# The shape: 256 rows sharing a ~512-token prefix. The token counts do not depend on the
 # model; the wall times do (tiny generated model by default, BENCH_125M=1 for the 125M preset).
 PRESET=tiny
 [ "${BENCH_125M:-0}" = 1 ] && PRESET=125m

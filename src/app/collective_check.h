@@ -9,7 +9,7 @@ namespace tpbatch {
 
 // Runs fn; returns 0 when it succeeded on every rank, else the highest exit code of any rank.
 // The collectives are watched (reliability/liveness.h): a rank stopped during start-up stops
-// beating, and the others end the job naming it (issue 14 case 4).
+// beating, and the others end the job naming it.
 int collective_check(const std::function<void()>& fn);
 
 // Every rank must run the same job: ranks started with different files or --set options would

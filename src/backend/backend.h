@@ -155,7 +155,7 @@ class Backend {
                            std::span<const DrawParams> params, std::span<const float> row_max,
                            const HostDraw& host_draw, std::span<DrawnToken> out) = 0;
 
-  // ---- model families beyond Llama (issue 15) ---------------------------------------------
+  // ---- model families beyond Llama ---------------------------------------------
   // Per-head RMSNorm in place: each of `heads` heads (head_dim elements, w [head_dim] F32) of each
   // of `rows` rows (row stride in elements) becomes rmsnorm(head) * w (Qwen3 / Gemma 3 q/k norms).
   virtual void rmsnorm_heads(BufferView x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_dim,
@@ -167,7 +167,7 @@ class Backend {
   // x[i] = cap * tanh(x[i] / cap) (Gemma 2's final-logit soft-capping).
   virtual void softcap(BufferView x, size_t count, float cap) = 0;
 
-  // ---- mixture of experts (issue 15: Mixtral, Qwen3-MoE) -----------------------------------
+  // ---- mixture of experts (Mixtral, Qwen3-MoE) -----------------------------------
   // out[i,:] = sum over j < k of weights[i*k + j] * src[rows[i*k + j], :], for i < rows.size() / k
   // (rows of `width` elements, activation dtype; rows and weights are host arrays): each token's
   // k expert outputs, weighted by the router, summed in j order in F32 (no atomics: the same

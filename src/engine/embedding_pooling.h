@@ -1,5 +1,5 @@
 #pragma once
-// The embed task's pooling (issue 13 item 4): which of a prompt's final hidden states (after the
+// The embed task's pooling: which of a prompt's final hidden states (after the
 // model's final norm, as Hugging Face's AutoModel `last_hidden_state`) make up its embedding, and
 // how they are combined. A prompt may be prefilled in several chunks (and recomputed after a
 // preemption), so pooling is a running sum over the chunks' chosen rows, finished once the last

@@ -3,7 +3,7 @@
 // a background thread ends the process when one lasts longer than the timeout, saying which rank
 // and which call stalled. The process exits without MPI_Finalize, so mpirun/srun end the others.
 // The fallback liveness check (reliability/liveness.h) where the MPI library gives no
-// MPI_THREAD_MULTIPLE: it cannot tell a long wait from a dead peer (issue 14 case 5) and does not
+// MPI_THREAD_MULTIPLE: it cannot tell a long wait from a dead peer and does not
 // see waits that are not marked (rank 0's dispatcher). With heartbeats, WatchedCall only names
 // what the main thread was doing in the heartbeat's message.
 #include <atomic>

@@ -29,8 +29,6 @@ const Table& table() {
 
 }  // namespace
 
-const std::string& byte_to_char(uint8_t b) { return table().text[b]; }
-
 std::optional<uint8_t> char_to_byte(uint32_t cp) {
   if (cp >= 512) return std::nullopt;
   int16_t b = table().back[cp];

@@ -8,8 +8,6 @@
 
 namespace tpbatch::tok {
 
-// The UTF-8 text of the character that stands for byte b.
-const std::string& byte_to_char(uint8_t b);
 // The byte a code point stands for, if it is one of the 256 table characters.
 std::optional<uint8_t> char_to_byte(uint32_t cp);
 // Maps every byte of s to its character.

@@ -24,7 +24,6 @@ struct Topology {
   std::unique_ptr<MpiGroup> replica;   // every rank of this replica (same dp)
 
   bool is_replica_leader() const { return coords.tp == 0 && coords.pp == 0; }
-  int replica_leader_world_rank(int dp) const { return world_rank_of(layout, RankCoords{dp, 0, 0}); }
   std::string describe() const;
 };
 

@@ -349,7 +349,7 @@ t out_resume_not_hdf5 2 "output 'out\.h5' exists but cannot be resumed: it is no
   'cmp out.h5 orig.h5'
 t out_parent_is_a_file 1 "results file 'f/out\.h5'" 'touch f; sed -i "s#path: out.h5#path: f/out.h5#" job.yaml'
 
-# ================================== issue 14: input, model and job cases =========================
+# ================================== input, model and job cases ===================================
 # The input must be a regular file (it is read more than once); a pipe or FIFO is refused at once.
 t input_fifo_refused 2 "input file 'fifo' is a pipe or FIFO: tpbatch needs a regular file" \
   'mkfifo fifo; sed -i "s#path: in.jsonl#path: fifo#" job.yaml'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 16-bit checkpoints on the CPU (issue 11): with the default dtype the weights stay 16-bit (the
+# 16-bit checkpoints on the CPU: with the default dtype the weights stay 16-bit (the
 # start-up line's "weights: X MiB per rank" is about half the `dtype: float32` run's) and are
 # computed in fp32; greedy tokens equal the widened-to-fp32 run on the shared prompts and logprobs
 # agree within 1e-3. The bf16 checkpoint's fp32 run matches the independent reference (1e-4). For bf16 and

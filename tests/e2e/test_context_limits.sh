@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Context limits (issue 13 item 8). A generated model with a 32-token context:
+# Context limits. A generated model with a 32-token context:
 #  - input.truncate: error (the default): prompts that do not fit are error rows naming both lengths;
 #  - input.truncate: left: they keep their last tokens (generate: room for max_new_tokens), the
 #    count dropped in /truncated_tokens, one warning per job; score rows keep the completion whole;

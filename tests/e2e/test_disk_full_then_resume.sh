@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 case 7: the disk fills up mid-job. The job must fail naming the results file (never exit
+# The disk fills up mid-job. The job must fail naming the results file (never exit
 # 0), every row its file marks done must hold that row's real data (rows are marked done only once
 # their data is on the disk), and resuming on a disk with room again must give a complete file equal,
 # row for row, to an uninterrupted run's. The "disk" is a small tmpfs the test mounts itself (in a

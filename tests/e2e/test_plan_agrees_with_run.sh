@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `tpbatch plan --json` agrees with the run (issue 11): for float32, bfloat16 and float16 jobs on the
+# `tpbatch plan --json` agrees with the run: for float32, bfloat16 and float16 jobs on the
 # CPU backend, at TP=1 and TP=2 (mpirun -np 2), plan's weights_bytes_per_rank and
 # kv_bytes_per_token_per_rank are within 1% of the run's start-up lines
 #   weights: X MiB per rank ...        KV cache: N tokens per rank (B bytes per token per rank, DTYPE)

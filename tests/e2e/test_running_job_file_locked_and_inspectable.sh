@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 cases 6 and 18, on one running job A:
+# On one running job A:
 #  - `tpbatch inspect` works on A's file while A writes it (read-only, no lock needed);
 #  - a second job B on the same output with if_exists: overwrite fails (exit 2, "locked") without
 #    touching the file (it used to truncate it, and A still exited 0); with if_exists: resume it

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A model folder whose config.json asks for something tpbatch does not implement (another
-# architecture, another rope scaling, another activation, ...; issue 15 made yarn, dynamic NTK,
+# architecture, another rope scaling, another activation, ...; yarn, dynamic NTK,
 # longrope and Llama's mlp_bias work: tests/mpi/test_model_families_beyond_llama_match_reference.sh) fails the run with exit status 1 and
 # a message that names the option and its value, instead of computing something else.
 source "$(dirname "$0")/lib.sh"

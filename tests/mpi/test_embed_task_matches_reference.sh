@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# task: embed (issue 13 item 4): /embedding equals an independent computation (scripts/hf_reference.py:
+# task: embed: /embedding equals an independent computation (scripts/hf_reference.py:
 # the numpy Llama forward's final-normed hidden states, pooled cls/last/mean, L2-normalised as asked)
 # within 1e-4, at TP=1, TP=2, PP=2 and DP=2, on stories260K and on a generated model, with prompts
 # prefilled in several chunks (engine.max_batch_tokens 8); an error row stays NaN; OpenAI

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# parallel.experts: expert (issue 15 item 5): each tensor-parallel rank holds whole experts (a
+# parallel.experts: expert: each tensor-parallel rank holds whole experts (a
 # block of num_experts / tensor) and runs only the tokens routed to them; the one allreduce per MoE
 # layer sums the ranks' outputs. At TP=2 on generated Mixtral and Qwen3-MoE models (4 experts,
 # top-2: every token's two choices fall on one rank or on both), greedy tokens equal the numpy

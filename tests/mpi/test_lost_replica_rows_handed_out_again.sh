@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 case 1: SIGTERM to the leader of replica 1 only (the OOM killer, an admin) at TP=1 x DP=2.
+# SIGTERM to the leader of replica 1 only (the OOM killer, an admin) at TP=1 x DP=2.
 # That replica stops gracefully while still holding rows. Rank 0 must hand those rows out again to
 # replica 0 (the job then completes, exit 0, every row done), or fail naming the missing rows; a run
 # ending with complete=0 must never exit 0. The signal is sent once the log shows 64 rows done; rows

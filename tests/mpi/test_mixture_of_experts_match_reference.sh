@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mixture-of-experts models (issue 15 item 5) on generated models of each family's shape match the
+# Mixture-of-experts models on generated models of each family's shape match the
 # independent numpy re-implementation of transformers' modeling code (scripts/hf_reference.py) at
 # TP=1, TP=2 and PP=2: greedy tokens identical, logprobs within 1e-3.
 #   mixtral        MixtralForCausalLM: 4 experts, top-2 always renormalised, every layer sparse,
@@ -11,7 +11,7 @@
 # per layer); under PP the dense layer and the sparse ones fall on different stages.
 # Routing matters: top-1 instead of top-2, and norm_topk_prob, each change the reference's answer.
 # Cross-checked once by hand against transformers 4.46.3 (MixtralForCausalLM; 4.46 has no
-# Qwen3-MoE classes): see the issue 15 closing note.
+# Qwen3-MoE classes).
 source "$(dirname "$0")/../e2e/lib.sh"
 need_numpy_h5py
 

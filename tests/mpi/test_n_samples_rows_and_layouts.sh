@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sampling.n > 1 (issue 13 item 5): a line with n samples has n consecutive results rows, /input_line
+# sampling.n > 1: a line with n samples has n consecutive results rows, /input_line
 # and /sample say which; a row's "n" (an OpenAI request's body.n) overrides the job's; a bad n is an
 # error row per sample. Sample 0 is the row a job without n computes; the samples of a line differ;
 # every sample is the same at TP=1, TP=2 and DP=2; resume recomputes single missing samples

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 case 5: a healthy job on an oversubscribed host (4 ranks, TP=2 x DP=2, on a 2-core
+# A healthy job on an oversubscribed host (4 ranks, TP=2 x DP=2, on a 2-core
 # machine) with a short watchdog must complete: waiting is not dying. Rank 0's main thread sleeps
 # 2 x the watchdog time before handing out rows (TPBATCH_TEST_SLEEP_AT, as a long compute step would
 # take), so replica 1's leader waits on rank 0 and its TP worker waits on its leader longer than the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 case 4: a rank stopped during start-up (SIGSTOP) while the others wait in a start-up
+# A rank stopped during start-up (SIGSTOP) while the others wait in a start-up
 # collective (collective_check's allreduce). The heartbeats must end every rank within about the
 # watchdog time, non-zero, naming the silent rank. Start-up is far too short to hit from outside,
 # so the rank stops itself there (TPBATCH_TEST_STOP_AT, reliability/fault_injection.h), exactly as

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 case 3: SIGSTOP of rank 0 (the row dispatcher) or rank 1 (the leader of replica 1) at
+# SIGSTOP of rank 0 (the row dispatcher) or rank 1 (the leader of replica 1) at
 # TP=1 x DP=2 while rows are computed. The others wait unwatched by time (rank 0 for results, the
 # leader for rows); the heartbeats (reliability/heartbeat.h) must end every rank within about the
 # watchdog time, non-zero, naming the silent rank. Each run is bounded; the stopped rank is killed.

@@ -1,4 +1,4 @@
-// The CPU backend's operations for the families beyond Llama (issue 15) against double loops
+// The CPU backend's operations for the families beyond Llama against double loops
 // written here: per-head RMSNorm, GeGLU-tanh, scale, soft-cap, and attention with its own score
 // scale and soft-capping. In checked mode, so a host access outside a backend call crashes.
 #include <gtest/gtest.h>

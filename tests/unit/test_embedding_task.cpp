@@ -1,4 +1,4 @@
-// task: embed (issue 13 item 4) and input.truncate (item 8) on the host side: pooling over prefill
+// task: embed and input.truncate on the host side: pooling over prefill
 // chunks, the /embedding and /truncated_tokens datasets (layout, round trip, resume in place and
 // after a cut-off run), and the row result's transport between ranks.
 #include <gtest/gtest.h>

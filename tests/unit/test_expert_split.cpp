@@ -1,4 +1,4 @@
-// parallel.experts (issue 15 item 5): the job key, which experts each rank owns, and the layouts
+// parallel.experts: the job key, which experts each rank owns, and the layouts
 // the expert split refuses.
 #include <gtest/gtest.h>
 #include <unistd.h>

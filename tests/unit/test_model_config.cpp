@@ -221,7 +221,7 @@ TEST(ModelConfig, MlpBiasIsLlamaOnly) {
   EXPECT_NE(msg.find("MistralForCausalLM"), std::string::npos) << msg;
 }
 
-// ---- issue 15: families beyond Llama ----------------------------------------------------------
+// ---- families beyond Llama --------------------------------------------------------------------
 
 TEST(ModelConfig, Qwen3HasQkNormAndItsOwnHeadDim) {
   json j = base_config();

@@ -1,4 +1,4 @@
-// Mixture of experts (issue 15 item 5): Mixtral / Qwen3-MoE config keys and refusals, the host
+// Mixture of experts: Mixtral / Qwen3-MoE config keys and refusals, the host
 // routing (softmax, top-k, renormalisation, grouping by expert) and the CPU weighted_row_sum.
 #include <gtest/gtest.h>
 

@@ -203,7 +203,7 @@ TEST(PlanCommand, BinaryRunsWithoutMpiAndExits2OnBadArguments) {
   EXPECT_EQ(WEXITSTATUS(rc), 2);
 }
 
-// The contract: plan needs config.json only. The job's input file may not exist yet (issue 14).
+// The contract: plan needs config.json only. The job's input file may not exist yet.
 TEST(PlanCommand, RunsWithoutTheInputFile) {
   JobDir d(llama31_8b());
   std::filesystem::remove(d.dir / "prompts.jsonl");

@@ -1,4 +1,4 @@
-// `tpbatch plan`'s dtypes, as the run has them (issue 11): the device (--device, the job's
+// `tpbatch plan`'s dtypes, as the run has them: the device (--device, the job's
 // device:, cuda when --device-memory is given) decides the KV cache dtype of kv_cache_dtype auto
 // (float32 on the CPU, bfloat16 on CUDA) and the activation dtype; dtype auto is the checkpoint's
 // storage dtype when the weights are there (as run_job reads it), else config.json's torch_dtype.

@@ -554,7 +554,7 @@ TEST_F(ResultWriterTest, InspectMissingFileNamed) {
   }
 }
 
-// ---- issue 14: locking, inspect while running, cumulative metrics, model fingerprint, verification ----
+// ---- locking, inspect while running, cumulative metrics, model fingerprint, verification ----
 
 TEST_F(ResultWriterTest, SecondWriterOnLockedFileFailsWithoutTouchingIt) {
   auto running = ResultWriter::open(path_, IfExists::kOverwrite, info(3));

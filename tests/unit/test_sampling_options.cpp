@@ -1,4 +1,4 @@
-// The fuller sampling options (issue 13 item 5): each penalty changes the logits exactly as its
+// The fuller sampling options: each penalty changes the logits exactly as its
 // definition says and so the distribution; min_p cuts it; min_tokens holds EOS back; stop token
 // ids stop; top_logprobs equal log_softmax of the logits; the keys are validated per job and per row.
 #include <gtest/gtest.h>

@@ -49,7 +49,7 @@ std::vector<Case> cases() {
   MakeModelOptions qwen;  // Qwen2: q/k/v biases only
   qwen.architecture = "Qwen2ForCausalLM";
   qwen.attention_bias = true;
-  // Issue 15's families: q/k norms, fused projections, sandwich norms, a second RoPE table.
+  // Families beyond Llama: q/k norms, fused projections, sandwich norms, a second RoPE table.
   MakeModelOptions qwen3, phi3, gemma2, gemma3;
   qwen3.architecture = "Qwen3ForCausalLM";
   qwen3.head_dim = 16;
