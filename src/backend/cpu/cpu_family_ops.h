@@ -1,7 +1,8 @@
 #pragma once
 // CPU implementations of the element-wise operations the model families beyond Llama need
 // (Backend::rmsnorm_heads, gelu_tanh_mul, scale, softcap). Plain loops in F32: the reference the
-// CUDA kernels (rmsnorm_heads in kernels/rmsnorm.cu, gelu_tanh_mul in kernels/silu_mul.cu, scale and softcap in kernels/elementwise.cu) are tested against.
+// CUDA kernels are tested against (rmsnorm_heads in kernels/rmsnorm.cu, gelu_tanh_mul in
+// kernels/silu_mul.cu, scale and softcap in kernels/elementwise.cu).
 #include <cstddef>
 #include <cstdint>
 
