@@ -12,8 +12,10 @@ auto (the default) is hf when torch and transformers import, else numpy.
 
 Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (modeling_qwen3:
 per-head q/k RMSNorm before RoPE), Phi3ForCausalLM (modeling_phi3: fused qkv_proj / gate_up_proj),
-Gemma2ForCausalLM and Gemma3ForCausalLM (modeling_gemma2 / modeling_gemma3 text part: (1 + weight)
-RMSNorms, sqrt(hidden) embedding scale, GeLU-tanh MLP, sandwich norms, query_pre_attn_scalar,
+GemmaForCausalLM (modeling_gemma: (1 + weight) RMSNorms, sqrt(hidden) embedding scale, GeLU-tanh MLP
+from hidden_activation, gelu_pytorch_tanh when it is absent, as transformers 4.46 reads it),
+Gemma2ForCausalLM and Gemma3ForCausalLM (modeling_gemma2 / modeling_gemma3 text part: Gemma's block
+plus sandwich norms, query_pre_attn_scalar,
 attention and final logit soft-capping, alternating sliding/global layers, Gemma 3's local rope
 base), MixtralForCausalLM and Qwen3MoeForCausalLM (modeling_mixtral / modeling_qwen3_moe: softmax
 router, top-k experts renormalised (Mixtral always, Qwen3-MoE per norm_topk_prob), Qwen3-MoE's dense
@@ -56,8 +58,9 @@ import sys
 import numpy as np
 
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM",
-             "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM")
-GEMMA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
+             "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM",
+             "Qwen3MoeForCausalLM")
+GEMMA = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
 
 
 class Unsupported(Exception):
@@ -128,9 +131,14 @@ class NumpyModel:
         if arch not in SUPPORTED:
             raise Unsupported(f"architecture {arch!r}")
         gemma = arch in GEMMA
-        # Gemma's MLP reads hidden_activation (its configs carry hidden_act too).
-        self.act = (c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh") if gemma \
-            else c.get("hidden_act", "silu")
+        gemma1 = arch == "GemmaForCausalLM"
+        # Gemma's MLP reads hidden_activation (its configs carry hidden_act too); GemmaMLP (4.46)
+        # takes gelu_pytorch_tanh when hidden_activation is absent.
+        if gemma1:
+            self.act = c.get("hidden_activation") or "gelu_pytorch_tanh"
+        else:
+            self.act = (c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh") if gemma \
+                else c.get("hidden_act", "silu")
         if self.act not in ("silu", "gelu_pytorch_tanh"):
             raise Unsupported(f"hidden_act {self.act!r}")
         if c.get("partial_rotary_factor", 1.0) != 1.0:
@@ -153,10 +161,11 @@ class NumpyModel:
         self.qk_norm = arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM")
         self.moe = moe_config(c, arch, self.L)
         self.gemma = gemma
+        self.sandwich = gemma and not gemma1  # Gemma 2/3: norms after attention and MLP, and before the MLP
         self.norm_offset = 1.0 if gemma else 0.0  # Gemma's RMSNorm: x_normed * (1 + weight)
-        self.scaling = (c.get("query_pre_attn_scalar") or self.hd) ** -0.5 if gemma else self.hd ** -0.5
-        self.attn_softcap = c.get("attn_logit_softcapping") if gemma else None
-        self.final_softcap = c.get("final_logit_softcapping") if gemma else None
+        self.scaling = (c.get("query_pre_attn_scalar") or self.hd) ** -0.5 if self.sandwich else self.hd ** -0.5
+        self.attn_softcap = c.get("attn_logit_softcapping") if self.sandwich else None
+        self.final_softcap = c.get("final_logit_softcapping") if self.sandwich else None
         self.inv_freq, self.attn_factor = rope_inv_freq(c, self.hd)
         self.inv_freq_local = self.inv_freq
         if arch == "Gemma3ForCausalLM":  # rotary_emb_local: rope_local_base_freq, default rope
@@ -171,12 +180,12 @@ class NumpyModel:
                 and c.get("sliding_window"):
             first = c.get("max_window_layers", 0) or 0
             self.window = [int(c["sliding_window"]) if i >= first else None for i in range(self.L)]
-        elif gemma and c.get("sliding_window"):
+        elif self.sandwich and c.get("sliding_window"):
             # modeling_gemma2: is_sliding = not bool(layer_idx % 2); modeling_gemma3:
             # is_sliding = bool((layer_idx + 1) % sliding_window_pattern)
             pattern = 2 if arch == "Gemma2ForCausalLM" else c.get("sliding_window_pattern", 6)
             self.window = [int(c["sliding_window"]) if (i + 1) % pattern else None for i in range(self.L)]
-        if c.get("layer_types"):
+        if c.get("layer_types") and not gemma1:
             self.window = [int(c["sliding_window"]) if t == "sliding_attention" else None for t in c["layer_types"]]
 
     def rmsnorm(self, x, weight, eps):
@@ -275,7 +284,7 @@ class NumpyModel:
                     raise Unsupported(f"attention_bias without {p}self_attn.o_proj.bias (transformers would "
                                       "initialize it randomly)")
                 o = o + w[p + "self_attn.o_proj.bias"]
-            if self.gemma:  # sandwich norms
+            if self.sandwich:
                 x = x + self.rmsnorm(o, w[p + "post_attention_layernorm.weight"], self.eps)
                 h = self.rmsnorm(x, w[p + "pre_feedforward_layernorm.weight"], self.eps)
             else:
@@ -296,7 +305,7 @@ class NumpyModel:
             m = (self.act_fn(g) * u) @ w[p + "mlp.down_proj.weight"].T
             if self.mlp_bias:
                 m = m + w[p + "mlp.down_proj.bias"]
-            if self.gemma:
+            if self.sandwich:
                 m = self.rmsnorm(m, w[p + "post_feedforward_layernorm.weight"], self.eps)
             x = x + m
         x = self.rmsnorm(x, w["model.norm.weight"], self.eps)

@@ -236,7 +236,7 @@ void push_unique(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
 }
 
 bool is_gemma(const std::string& architecture) {
-  return architecture == "Gemma2ForCausalLM" || architecture == "Gemma3ForCausalLM";
+  return architecture == "GemmaForCausalLM" || architecture == "Gemma2ForCausalLM" || architecture == "Gemma3ForCausalLM";
 }
 
 // The architecture family (architectures[0]), its model_type, and no quantization.
@@ -258,6 +258,8 @@ void parse_architecture(const Reader& r, ModelConfig& c) {
     default_type = "qwen3";
   } else if (a == "Phi3ForCausalLM") {
     default_type = "phi3";
+  } else if (a == "GemmaForCausalLM") {
+    default_type = "gemma";
   } else if (a == "Gemma2ForCausalLM") {
     default_type = "gemma2";
   } else if (a == "Gemma3ForCausalLM") {
@@ -315,9 +317,14 @@ void parse_rope(const Reader& r, ModelConfig& c) {
 void parse_mlp(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
   const bool gemma = is_gemma(a);
-  // Gemma reads hidden_activation; HF's Gemma configs carry both.
+  // Gemma reads hidden_activation; HF's Gemma configs carry both. Gemma 1's first configs say
+  // hidden_act "gelu" and no hidden_activation, which transformers (until its attention refactor)
+  // read as gelu_pytorch_tanh, the activation the model was trained with.
   const char* act_key = gemma && r.present("hidden_activation") ? "hidden_activation" : "hidden_act";
-  c.hidden_act = r.string_or(act_key, gemma ? "gelu_pytorch_tanh" : "silu");
+  if (a == "GemmaForCausalLM" && !r.present("hidden_activation"))
+    c.hidden_act = "gelu_pytorch_tanh";
+  else
+    c.hidden_act = r.string_or(act_key, gemma ? "gelu_pytorch_tanh" : "silu");
   if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
     r.fail(act_key, "unsupported activation '" + c.hidden_act + "' (silu, gelu_pytorch_tanh)");
   c.mlp_bias = r.boolean_or("mlp_bias", false);
@@ -343,14 +350,16 @@ void parse_projections(const Reader& r, ModelConfig& c) {
   c.qk_norm = a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM" || a == "Gemma3ForCausalLM";
 }
 
-// Gemma 2/3: (1 + weight) and sandwich norms, scaled embeddings, score scalar and soft caps,
-// Gemma 3's local rope base.
+// Gemma: (1 + weight) norms and scaled embeddings; Gemma 2/3 add sandwich norms, the score scalar
+// and soft caps, Gemma 3 a local rope base. Gemma 1 reads none of those keys (its attention scales
+// by head_dim).
 void parse_gemma_options(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
   if (!is_gemma(a)) return;
   c.norm_plus_one = true;
-  c.sandwich_norms = true;
   c.embedding_scale = std::sqrt(double(c.hidden_size));
+  if (a == "GemmaForCausalLM") return;
+  c.sandwich_norms = true;
   c.query_pre_attn_scalar = r.positive_number_or("query_pre_attn_scalar", double(c.head_dim));
   c.attn_logit_softcap = r.positive_number_or("attn_logit_softcapping", 0.0);
   c.final_logit_softcap = r.positive_number_or("final_logit_softcapping", 0.0);
@@ -405,7 +414,7 @@ void parse_sliding_window(const Reader& r, ModelConfig& c) {
   const bool gemma = is_gemma(a);
   if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM" || a == "MixtralForCausalLM") {
     if (r.present("sliding_window")) c.sliding_window = r.positive("sliding_window");
-  } else if (gemma) {
+  } else if (gemma && a != "GemmaForCausalLM") {  // Gemma 1 has no windows
     if (r.present("sliding_window")) {
       c.sliding_window = r.positive("sliding_window");
       // Gemma 2: even layers are local; Gemma 3: all but every sliding_window_pattern-th.
@@ -588,7 +597,7 @@ double attention_score_scale(const ModelConfig& config) {
 
 std::string supported_architectures() {
   return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-         "Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM";
+         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM";
 }
 
 }  // namespace tpbatch

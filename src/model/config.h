@@ -22,7 +22,7 @@ struct RopeScaling {
 
 struct ModelConfig {
   std::string architecture;                 // see supported_architectures()
-  std::string model_type;                   // llama | mistral | qwen2 | qwen3 | phi3 | gemma2 | gemma3_text |
+  std::string model_type;                   // llama | mistral | qwen2 | qwen3 | phi3 | gemma | gemma2 | gemma3_text |
                                             // mixtral | qwen3_moe
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

@@ -26,7 +26,7 @@ struct Resolved {
   std::string architecture, model_type;
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, max_pos = 0;
   bool tied = false, attention_bias = false;
-  bool qk_norm = false, fused = false, gemma = false;  // Qwen3 / Gemma 3; Phi-3; Gemma 2 / 3
+  bool qk_norm = false, fused = false, gemma = false, sandwich = false;  // Qwen3 / Gemma 3; Phi-3; Gemma; Gemma 2 / 3
   bool mixtral = false, qwen3_moe = false;            // mixture of experts
   int64_t experts = 0, top_k = 0, moe_inter = 0;      // moe_inter: each expert's FFN width
   bool norm_topk_prob = true;
@@ -112,9 +112,13 @@ Resolved resolve(const MakeModelOptions& o) {
     r.model_type = "phi3";
     r.fused = true;
     if (o.attention_bias) throw Error("make-model: Phi3ForCausalLM has no attention biases");
-  } else if (r.architecture == "Gemma2ForCausalLM" || r.architecture == "Gemma3ForCausalLM") {
-    r.model_type = r.architecture == "Gemma2ForCausalLM" ? "gemma2" : "gemma3_text";
+  } else if (r.architecture == "GemmaForCausalLM" || r.architecture == "Gemma2ForCausalLM" ||
+             r.architecture == "Gemma3ForCausalLM") {
+    r.model_type = r.architecture == "GemmaForCausalLM"    ? "gemma"
+                   : r.architecture == "Gemma2ForCausalLM" ? "gemma2"
+                                                           : "gemma3_text";
     r.gemma = true;
+    r.sandwich = r.architecture != "GemmaForCausalLM";
     r.qk_norm = r.architecture == "Gemma3ForCausalLM";
     r.rms_norm_eps = 1e-6;
     if (o.tie_word_embeddings == -1) r.tied = true;
@@ -141,7 +145,7 @@ Resolved resolve(const MakeModelOptions& o) {
   } else {
     throw Error("make-model: unknown architecture '" + r.architecture +
                 "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-                "Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)");
+                "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)");
   }
   r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
   if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
@@ -175,10 +179,10 @@ std::string config_json(const Resolved& r) {
     j["rope_scaling"] = nullptr;
   }
   j["hidden_act"] = r.gemma ? "gelu_pytorch_tanh" : "silu";
-  if (r.gemma) {
+  if (r.gemma) j["hidden_activation"] = "gelu_pytorch_tanh";  // as Gemma 1.1 and later write it
+  if (r.sandwich) {
     // Gemma's defaults (transformers' Gemma2Config / Gemma3TextConfig), the sliding window shortened
     // so that test prompts outgrow it.
-    j["hidden_activation"] = "gelu_pytorch_tanh";
     j["query_pre_attn_scalar"] = r.head_dim;
     j["sliding_window"] = 32;
     if (r.architecture == "Gemma2ForCausalLM") {
@@ -338,7 +342,7 @@ std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     t[p + "input_layernorm.weight"] = {{r.hidden}, norm_mean, 0.02f};
     t[p + "post_attention_layernorm.weight"] = {{r.hidden}, norm_mean, 0.02f};
-    if (r.gemma) {
+    if (r.sandwich) {
       // The post-norms set the size of each block's update to the residual stream: (1 + 5) per
       // element, like alpha * e above, so that the layers, not the sqrt(hidden)-scaled input
       // embedding (4 per element), dominate the last hidden state.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Qwen3, Phi-3, Gemma 2 and Gemma 3 (text), and the yarn / dynamic / longrope rope scalings, on
+# Qwen3, Phi-3, Gemma, Gemma 2 and Gemma 3 (text), and the yarn / dynamic / longrope rope scalings, on
 # generated models of each family's shape, match the independent numpy re-implementation of
 # transformers' modeling code (scripts/hf_reference.py) at TP=1, TP=2 and PP=2: greedy tokens
 # identical, logprobs within 1e-3 (fp32).
@@ -8,6 +8,8 @@
 #   llama-dyn    Llama with dynamic NTK (the default rope within the context) and mlp_bias
 #   phi3         fused qkv_proj / gate_up_proj split per rank, longrope short/long factors
 #                (max_position_embeddings 4x original, so the attention factor is not 1), sliding window 8
+#   gemma        (1 + w) norms, sqrt(hidden) embeddings, GeLU-tanh, multi-query attention (1 KV head,
+#                replicated under TP=2), head_dim 32 != hidden / heads, scores scaled by head_dim
 #   gemma2       (1 + w) norms, sqrt(hidden) embeddings, GeLU-tanh, sandwich norms, query_pre_attn_scalar
 #                24, attention soft-cap 0.8 and final soft-cap 6 (both bite), sliding window 8 on even layers
 #   gemma3       q/k norms, sliding window 8 on all but every 2nd layer, local rope base 100 vs 1e6 global
@@ -57,6 +59,7 @@ import math
 c["sliding_window"] = 8; c["original_max_position_embeddings"] = 128
 c["rope_scaling"] = {"type": "longrope", "short_factor": [1.0 + 0.25 * i for i in range(8)],
                      "long_factor": [4.0 + i for i in range(8)]}'
+generated_model gemma --architecture GemmaForCausalLM --heads 4 --kv-heads 1 --head-dim 32 --seed 26
 generated_model gemma2 --architecture Gemma2ForCausalLM --heads 4 --kv-heads 2 --head-dim 24 --seed 24
 patch_json "$WORK/gemma2/config.json" \
   'c.update(sliding_window=8, query_pre_attn_scalar=24, attn_logit_softcapping=0.8, final_logit_softcapping=6.0)'
@@ -71,9 +74,9 @@ reference_matters gemma2 'c["final_logit_softcapping"] = None' "final soft-cappi
 reference_matters gemma3 'c["rope_local_base_freq"] = 1e6' "gemma3 local rope base"
 
 write_reference_job
-for family in ${FAMILIES:-qwen3 qwen3-yarn llama-dyn phi3 gemma2 gemma3}; do
+for family in ${FAMILIES:-qwen3 qwen3-yarn llama-dyn phi3 gemma gemma2 gemma3}; do
   for layout in "1 1" "2 1" "1 2"; do
     matches_reference "$family" $layout
   done
 done
-echo "Qwen3, Phi-3, Gemma 2, Gemma 3, yarn, dynamic and longrope match the numpy reference at TP=1, TP=2 and PP=2"
+echo "Qwen3, Phi-3, Gemma, Gemma 2, Gemma 3, yarn, dynamic and longrope match the numpy reference at TP=1, TP=2 and PP=2"

@@ -306,6 +306,39 @@ TEST(ModelConfig, Gemma2AlternatesLocalAndGlobalLayersAndSoftCaps) {
   EXPECT_EQ(tpbatch::layer_window(d, 1), 8);
 }
 
+TEST(ModelConfig, GemmaIsGemma2sBlockWithoutSandwichNormsWindowsOrSoftCaps) {
+  json j = base_config();
+  j["architectures"] = {"GemmaForCausalLM"};
+  j.erase("model_type");
+  j["head_dim"] = 16;
+  j["num_key_value_heads"] = 1;  // the 2B's multi-query attention
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  // Gemma 2's keys, if a config carries them, are not Gemma's: transformers' GemmaModel reads none.
+  j["sliding_window"] = 8;
+  j["query_pre_attn_scalar"] = 32;
+  j["attn_logit_softcapping"] = 50.0;
+  j["final_logit_softcapping"] = 30.0;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(c.model_type, "gemma");
+  EXPECT_TRUE(c.norm_plus_one && c.tie_word_embeddings);
+  EXPECT_FALSE(c.sandwich_norms || c.qk_norm);
+  EXPECT_EQ(c.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_DOUBLE_EQ(c.embedding_scale, 8.0);
+  EXPECT_DOUBLE_EQ(tpbatch::attention_score_scale(c), 1.0 / std::sqrt(16.0));
+  EXPECT_EQ(tpbatch::layer_window(c, 0), 0);
+  EXPECT_DOUBLE_EQ(c.attn_logit_softcap, 0.0);
+  EXPECT_DOUBLE_EQ(c.final_logit_softcap, 0.0);
+}
+
+TEST(ModelConfig, GemmaWithoutHiddenActivationUsesTheTanhGeluItWasTrainedWith) {
+  json j = base_config();
+  j["architectures"] = {"GemmaForCausalLM"};
+  j["hidden_act"] = "gelu";  // google/gemma-2b's first config.json
+  EXPECT_EQ(parse(j).hidden_act, "gelu_pytorch_tanh");
+  j["hidden_activation"] = "gelu";  // exact GeLU asked for by name: not implemented, refused
+  EXPECT_NE(error_of(j).find("hidden_activation"), std::string::npos);
+}
+
 TEST(ModelConfig, Gemma3LocalLayersHaveTheirOwnUnscaledRopeBase) {
   json j = base_config();
   j["architectures"] = {"Gemma3ForCausalLM"};
