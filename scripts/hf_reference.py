@@ -17,9 +17,10 @@ from hidden_activation, gelu_pytorch_tanh when it is absent, as transformers 4.4
 Gemma2ForCausalLM and Gemma3ForCausalLM (modeling_gemma2 / modeling_gemma3 text part: Gemma's block
 plus sandwich norms, query_pre_attn_scalar,
 attention and final logit soft-capping, alternating sliding/global layers, Gemma 3's local rope
-base), MixtralForCausalLM and Qwen3MoeForCausalLM (modeling_mixtral / modeling_qwen3_moe: softmax
-router, top-k experts renormalised (Mixtral always, Qwen3-MoE per norm_topk_prob), Qwen3-MoE's dense
-layers by decoder_sparse_step / mlp_only_layers); rope_scaling (or transformers 5's rope_parameters) none/default, linear, llama3, yarn
+base), MixtralForCausalLM, Qwen3MoeForCausalLM and Qwen2MoeForCausalLM (modeling_mixtral /
+modeling_qwen3_moe / modeling_qwen2_moe: softmax router, top-k experts renormalised (Mixtral always,
+Qwen-MoE per norm_topk_prob), Qwen-MoE's dense layers by decoder_sparse_step / mlp_only_layers,
+Qwen2-MoE's sigmoid-gated shared expert and q/k/v biases); rope_scaling (or transformers 5's rope_parameters) none/default, linear, llama3, yarn
 (attention factor / mscale), dynamic (within max_position_embeddings, where it is the default rope),
 longrope/su (short factors: sequences within original_max_position_embeddings); q/k/v biases
 (attention_bias, always on for Qwen2); Llama's mlp_bias; tied or untied embeddings; sliding-window
@@ -59,7 +60,7 @@ import numpy as np
 
 SUPPORTED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Phi3ForCausalLM",
              "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "MixtralForCausalLM",
-             "Qwen3MoeForCausalLM")
+             "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM")
 GEMMA = ("GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM")
 
 
@@ -156,7 +157,8 @@ class NumpyModel:
         self.w = load_weights(model_dir)
         self.tied = c.get("tie_word_embeddings", gemma) or "lm_head.weight" not in self.w
         # Qwen2's q/k/v always carry biases (o_proj none); Llama's q/k/v/o when attention_bias.
-        self.bias = True if arch == "Qwen2ForCausalLM" else bool(c.get("attention_bias", False))
+        self.bias = True if arch == "Qwen2ForCausalLM" else bool(c.get("qkv_bias", True)) \
+            if arch == "Qwen2MoeForCausalLM" else bool(c.get("attention_bias", False))
         self.fused = arch == "Phi3ForCausalLM"
         self.qk_norm = arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Gemma3ForCausalLM")
         self.moe = moe_config(c, arch, self.L)
@@ -176,7 +178,8 @@ class NumpyModel:
         self.window = [None] * self.L
         if arch in ("MistralForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM") and c.get("sliding_window"):
             self.window = [int(c["sliding_window"])] * self.L
-        elif arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM") and c.get("use_sliding_window") \
+        elif arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM") \
+                and c.get("use_sliding_window") \
                 and c.get("sliding_window"):
             first = c.get("max_window_layers", 0) or 0
             self.window = [int(c["sliding_window"]) if i >= first else None for i in range(self.L)]
@@ -209,7 +212,8 @@ class NumpyModel:
     def sparse_moe(self, h, p):
         """modeling_mixtral's MixtralSparseMoeBlock / modeling_qwen3_moe's Qwen3MoeSparseMoeBlock:
         softmax over the router logits, top-k, renormalised (Mixtral always, Qwen3-MoE when
-        norm_topk_prob), each chosen expert's SwiGLU FFN weighted and summed."""
+        norm_topk_prob), each chosen expert's SwiGLU FFN weighted and summed; modeling_qwen2_moe's
+        Qwen2MoeSparseMoeBlock adds sigmoid(shared_expert_gate(h)) * shared_expert(h)."""
         m, w = self.moe, self.w
         block = p + ("block_sparse_moe." if self.arch == "MixtralForCausalLM" else "mlp.")
         names = ("w1", "w3", "w2") if self.arch == "MixtralForCausalLM" else ("gate_proj", "up_proj", "down_proj")
@@ -231,6 +235,12 @@ class NumpyModel:
             y = (self.act_fn(x @ w[ex + names[0] + ".weight"].T) * (x @ w[ex + names[1] + ".weight"].T)) \
                 @ w[ex + names[2] + ".weight"].T
             np.add.at(out, rows, y * weight[rows, slot][:, None])
+        if m["shared"]:
+            se = block + "shared_expert."
+            y = (self.act_fn(h @ w[se + "gate_proj.weight"].T) * (h @ w[se + "up_proj.weight"].T)) \
+                @ w[se + "down_proj.weight"].T
+            g = h @ w[block + "shared_expert_gate.weight"].T  # [T, 1]
+            out = out + y / (1.0 + np.exp(-g))
         return out
 
     def logits(self, ids):
@@ -319,20 +329,23 @@ class NumpyModel:
 
 
 def moe_config(c, arch, layers):
-    """Mixture-of-experts settings (None for dense architectures), as MixtralConfig / Qwen3MoeConfig
-    and Qwen3MoeDecoderLayer read them; router_aux_loss_coef and router_jitter_noise are training-only."""
-    if arch not in ("MixtralForCausalLM", "Qwen3MoeForCausalLM"):
+    """Mixture-of-experts settings (None for dense architectures), as MixtralConfig / Qwen3MoeConfig /
+    Qwen2MoeConfig and their decoder layers read them; router_aux_loss_coef and router_jitter_noise
+    are training-only."""
+    if arch not in ("MixtralForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"):
         return None
+    qwen2 = arch == "Qwen2MoeForCausalLM"
     for key in ("shared_expert_intermediate_size", "n_shared_experts", "num_shared_experts"):
-        if c.get(key):
+        if c.get(key) and not (qwen2 and key == "shared_expert_intermediate_size"):
             raise Unsupported(f"{key} (shared experts)")
     if arch == "MixtralForCausalLM":
         experts = c.get("num_local_experts", 8)
         return {"experts": experts, "top_k": c.get("num_experts_per_tok", 2), "renormalise": True,
-                "sparse": [True] * layers}
-    experts, step = c.get("num_experts", 128), c.get("decoder_sparse_step", 1)
+                "sparse": [True] * layers, "shared": False}
+    experts, step = c.get("num_experts", 60 if qwen2 else 128), c.get("decoder_sparse_step", 1)
     only = set(c.get("mlp_only_layers") or [])
-    return {"experts": experts, "top_k": c.get("num_experts_per_tok", 8),
+    return {"experts": experts, "top_k": c.get("num_experts_per_tok", 4 if qwen2 else 8),
+            "shared": qwen2 and c.get("shared_expert_intermediate_size", 5632) > 0,
             "renormalise": bool(c.get("norm_topk_prob", False)),
             "sparse": [l not in only and experts > 0 and (l + 1) % step == 0 for l in range(layers)]}
 

@@ -188,33 +188,47 @@ RopeScaling parse_rope_scaling(const Reader& r, const char* key = "rope_scaling"
 
 double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
-// Mixtral (every layer sparse, always renormalised top-k) and Qwen3-MoE (num_experts,
-// moe_intermediate_size, norm_topk_prob, dense layers by decoder_sparse_step and mlp_only_layers),
-// as transformers' MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock and Qwen3MoeDecoderLayer read
-// them. router_aux_loss_coef, router_jitter_noise and output_router_logits only matter in training.
+// Mixtral (every layer sparse, always renormalised top-k), Qwen3-MoE and Qwen2-MoE (num_experts,
+// moe_intermediate_size, norm_topk_prob, dense layers by decoder_sparse_step and mlp_only_layers;
+// Qwen2-MoE adds a sigmoid-gated shared expert of shared_expert_intermediate_size), as
+// transformers' MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock / Qwen2MoeSparseMoeBlock and their
+// decoder layers read them. router_aux_loss_coef, router_jitter_noise and output_router_logits
+// only matter in training.
 void parse_mixture_of_experts(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
-  const bool mixtral = a == "MixtralForCausalLM", qwen3_moe = a == "Qwen3MoeForCausalLM";
-  if (!mixtral && !qwen3_moe) return;
-  // Shared experts (Qwen2-MoE, DeepSeek) are another architecture's; a config that has them would
-  // be computed without them.
+  const bool mixtral = a == "MixtralForCausalLM", qwen2_moe = a == "Qwen2MoeForCausalLM";
+  const bool qwen_moe = a == "Qwen3MoeForCausalLM" || qwen2_moe;
+  if (!mixtral && !qwen_moe) return;
+  // Shared experts of another shape (DeepSeek's n_shared_experts) are another architecture's; a
+  // config that has them would be computed without them.
   for (const char* key : {"shared_expert_intermediate_size", "n_shared_experts", "num_shared_experts"})
-    if (r.present(key) && !(r.obj.at(key).is_number() && r.obj.at(key).get<double>() == 0))
+    if (r.present(key) && !(r.obj.at(key).is_number() && r.obj.at(key).get<double>() == 0) &&
+        !(qwen2_moe && std::string(key) == "shared_expert_intermediate_size"))
       r.fail(key, "shared experts are not supported for " + a + " (got " + r.obj.at(key).dump() + ")");
+  // Qwen2MoeConfig's default 5632; 0 (not a shape transformers can build) is read as none.
+  if (qwen2_moe)
+    c.shared_expert_intermediate_size = r.present("shared_expert_intermediate_size")
+                                            ? r.integer("shared_expert_intermediate_size") : 5632;
+  if (c.shared_expert_intermediate_size < 0)
+    r.fail("shared_expert_intermediate_size", "must not be negative, got " + std::to_string(c.shared_expert_intermediate_size));
   const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
-  // transformers' MixtralConfig / Qwen3MoeConfig defaults.
-  c.num_experts = r.present(experts_key) ? r.integer(experts_key) : (mixtral ? 8 : 128);
+  // transformers' MixtralConfig / Qwen3MoeConfig / Qwen2MoeConfig defaults.
+  c.num_experts = r.present(experts_key) ? r.integer(experts_key) : (mixtral ? 8 : qwen2_moe ? 60 : 128);
   if (c.num_experts < 0 || (mixtral && c.num_experts == 0))
     r.fail(experts_key, "must be positive, got " + std::to_string(c.num_experts));
-  c.experts_per_token = r.positive_or("num_experts_per_tok", mixtral ? 2 : 8);
-  c.expert_intermediate_size = mixtral ? c.intermediate_size : r.positive_or("moe_intermediate_size", 768);
+  c.experts_per_token = r.positive_or("num_experts_per_tok", mixtral ? 2 : qwen2_moe ? 4 : 8);
+  c.expert_intermediate_size =
+      mixtral ? c.intermediate_size : r.positive_or("moe_intermediate_size", qwen2_moe ? 1408 : 768);
   c.norm_topk_prob = mixtral ? true : r.boolean_or("norm_topk_prob", false);
-  if (c.num_experts == 0) return;  // Qwen3-MoE without experts: dense layers throughout
+  if (c.num_experts == 0) {  // Qwen-MoE without experts: dense layers throughout
+    c.shared_expert_intermediate_size = 0;
+    return;
+  }
   if (c.experts_per_token > c.num_experts)
     r.fail("num_experts_per_tok", std::to_string(c.experts_per_token) + " exceeds the " +
                                       std::to_string(c.num_experts) + " experts of " + experts_key);
   c.moe_layers.assign(size_t(c.num_layers), true);
-  if (qwen3_moe) {
+  if (qwen_moe) {
     const int64_t step = r.positive_or("decoder_sparse_step", 1);
     for (int64_t i = 0; i < c.num_layers; ++i) c.moe_layers[size_t(i)] = (i + 1) % step == 0;
     if (r.present("mlp_only_layers")) {
@@ -268,6 +282,8 @@ void parse_architecture(const Reader& r, ModelConfig& c) {
     default_type = "mixtral";
   } else if (a == "Qwen3MoeForCausalLM") {
     default_type = "qwen3_moe";
+  } else if (a == "Qwen2MoeForCausalLM") {
+    default_type = "qwen2_moe";
   } else {
     r.fail("architectures", "unsupported architecture '" + a + "' (supported: " + supported_architectures() + ")");
   }
@@ -339,8 +355,9 @@ void parse_projections(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
   const bool gemma = is_gemma(a);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", gemma);
-  if (a == "Qwen2ForCausalLM") {
-    c.attention_bias = true;  // Qwen2 always has q/k/v biases
+  if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM") {
+    // Qwen2 always has q/k/v biases; later Qwen2MoeConfigs can turn them off (qkv_bias).
+    c.attention_bias = a == "Qwen2ForCausalLM" || r.boolean_or("qkv_bias", true);
   } else if (a == "Phi3ForCausalLM" || gemma) {
     if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "attention biases are not supported for " + a);
   } else {
@@ -432,7 +449,8 @@ void parse_sliding_window(const Reader& r, ModelConfig& c) {
         }
       }
     }
-  } else if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM") {
+  } else if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM" ||
+             a == "Qwen2MoeForCausalLM") {
     if (r.boolean_or("use_sliding_window", false) && r.present("sliding_window")) {
       int64_t window = r.positive("sliding_window");
       // HF Qwen2 uses the window only on layers >= max_window_layers.
@@ -597,7 +615,8 @@ double attention_score_scale(const ModelConfig& config) {
 
 std::string supported_architectures() {
   return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM";
+         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, "
+         "Qwen2MoeForCausalLM";
 }
 
 }  // namespace tpbatch

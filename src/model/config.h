@@ -23,7 +23,7 @@ struct RopeScaling {
 struct ModelConfig {
   std::string architecture;                 // see supported_architectures()
   std::string model_type;                   // llama | mistral | qwen2 | qwen3 | phi3 | gemma | gemma2 | gemma3_text |
-                                            // mixtral | qwen3_moe
+                                            // mixtral | qwen3_moe | qwen2_moe
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_layers = 0;
@@ -57,6 +57,8 @@ struct ModelConfig {
   int64_t experts_per_token = 0;            // num_experts_per_tok: the router's top-k
   int64_t expert_intermediate_size = 0;     // each expert's FFN width (Mixtral: intermediate_size;
                                             // Qwen3-MoE: moe_intermediate_size)
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE: a sigmoid-gated dense expert every token
+                                                // passes through beside the routed ones; 0 = none
   bool norm_topk_prob = true;               // renormalise the top-k softmax weights to sum 1 (Mixtral: always)
   // Per layer: a sparse MoE block (true) or the dense MLP of intermediate_size (Qwen3-MoE's
   // decoder_sparse_step and mlp_only_layers). Empty when num_experts is 0.

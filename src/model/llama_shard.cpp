@@ -57,9 +57,11 @@ class Staging {
 // [e0, e0 + ne) like the dense MLP's column split, down's columns likewise (row split); the whole
 // width under expert. Every expert's shapes are checked on every rank, so all ranks name the same
 // bad tensor. Mixtral names them block_sparse_moe.{gate, experts.J.w1 (gate), w3 (up), w2 (down)};
-// Qwen3-MoE mlp.{gate, experts.J.gate_proj, up_proj, down_proj}.
-void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range held, Range slice, Staging& big,
-                  Backend& be, LayerShard& L) {
+// Qwen3-MoE mlp.{gate, experts.J.gate_proj, up_proj, down_proj}; Qwen2-MoE adds
+// mlp.shared_expert.{gate_proj, up_proj, down_proj} (sliced by `shared`) and
+// mlp.shared_expert_gate, a row under the router's.
+void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range held, Range slice, Range shared,
+                  Staging& big, Backend& be, LayerShard& L) {
   const bool mixtral = cfg.architecture == "MixtralForCausalLM";
   const std::string block = "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe." : ".mlp.");
   const int64_t H = cfg.hidden_size, E = cfg.num_experts, I = cfg.expert_intermediate_size;
@@ -69,7 +71,24 @@ void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, R
                 std::to_string(I) + " is smaller than the tensor-parallel degree: every rank needs a slice of each expert "
                 "(parallel.experts: expert keeps experts whole)");
   w.expect_shape(block + "gate.weight", {E, H});
-  L.router = big.rows(block + "gate.weight", 0, E, 0, H).upload(be);
+  const int64_t SI = cfg.shared_expert_intermediate_size;
+  if (SI > 0) {
+    const std::string se = block + "shared_expert.";
+    w.expect_shape(block + "shared_expert_gate.weight", {1, H});
+    w.expect_shape(se + "gate_proj.weight", {SI, H});
+    w.expect_shape(se + "up_proj.weight", {SI, H});
+    w.expect_shape(se + "down_proj.weight", {H, SI});
+    if (shared.size() == 0)
+      throw Error("the shared expert's width shared_expert_intermediate_size " + std::to_string(SI) +
+                  " is smaller than the tensor-parallel degree: every rank needs a slice of it");
+    L.router = big.rows(block + "gate.weight", 0, E, 0, H).rows(block + "shared_expert_gate.weight", 0, 1, 0, H).upload(be);
+    L.shared_gu = big.rows(se + "gate_proj.weight", shared.begin, shared.size(), 0, H)
+                      .rows(se + "up_proj.weight", shared.begin, shared.size(), 0, H)
+                      .upload(be);
+    L.shared_down = big.rows(se + "down_proj.weight", 0, H, shared.begin, shared.size()).upload(be);
+  } else {
+    L.router = big.rows(block + "gate.weight", 0, E, 0, H).upload(be);
+  }
   for (int64_t e = 0; e < E; ++e) {
     const std::string p = block + "experts." + std::to_string(e) + ".";
     const std::string gate = p + (mixtral ? "w1.weight" : "gate_proj.weight");
@@ -104,7 +123,8 @@ size_t LlamaShard::weight_bytes() const {
   for (const auto& l : layers)
     n += l.input_norm.bytes() + l.post_norm.bytes() + l.wqkv.bytes() + l.bqkv.bytes() + l.wo.bytes() + l.wgu.bytes() +
          l.wdown.bytes() + l.bo.bytes() + l.pre_ffn_norm.bytes() + l.post_ffn_norm.bytes() + l.q_norm.bytes() +
-         l.k_norm.bytes() + l.bgu.bytes() + l.bdown.bytes() + l.router.bytes();
+         l.k_norm.bytes() + l.bgu.bytes() + l.bdown.bytes() + l.router.bytes() + l.shared_gu.bytes() +
+         l.shared_down.bytes();
   for (const auto& l : layers)
     for (size_t e = 0; e < l.expert_gu.size(); ++e) n += l.expert_gu[e].bytes() + l.expert_down[e].bytes();
   return n;
@@ -128,6 +148,7 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   s.expert_inter_range = expert_inter_of_rank(cfg, place);
   s.expert_inter = cfg.num_experts > 0 ? s.expert_inter_range.size() : 0;
   s.expert_range = cfg.num_experts > 0 ? experts_of_rank(cfg, place) : Range{};
+  s.shared_inter_range = shared_expert_inter_of_rank(cfg, place);
   for (int i = 0; i < t; ++i) s.vocab_shard_max = std::max(s.vocab_shard_max, balanced_split(cfg.vocab_size, t, i).size());
   auto upload_freqs = [&](const std::vector<double>& freqs) {
     std::vector<float> inv;
@@ -196,7 +217,7 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
                    .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
                    .upload(be);
       if (moe) {
-        load_experts(cfg, w, layer, s.expert_range, s.expert_inter_range, big, be, L);
+        load_experts(cfg, w, layer, s.expert_range, s.expert_inter_range, s.shared_inter_range, big, be, L);
       } else {
         w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
         w.expect_shape(name("mlp.up_proj.weight"), {I, H});

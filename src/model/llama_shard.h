@@ -40,9 +40,11 @@ struct LayerShard {
   // parallel.experts: tensor every expert's gate/up rows and down columns of this rank, split like
   // the dense MLP; under expert whole experts, a block of them. Either way the rank's output is a
   // partial sum, and one allreduce completes the layer.
-  Buffer router;                     // [experts, H]
+  Buffer router;                     // [experts, H], then the shared expert's gate row [1, H] if any
   std::vector<Buffer> expert_gu;     // per held expert [2 * expert_inter, H]: gate rows then up rows
   std::vector<Buffer> expert_down;   // per held expert [H, expert_inter]
+  Buffer shared_gu;                  // Qwen2-MoE's shared expert, this rank's slice like the dense MLP:
+  Buffer shared_down;                // [2 * shared_inter, H] and [H, shared_inter]; else empty
   bool is_moe() const { return !router.empty(); }
 };
 
@@ -55,6 +57,7 @@ struct LlamaShard {
   int64_t inter = 0;          // local intermediate size
   int64_t expert_inter = 0;   // local width of each expert's FFN (MoE layers)
   Range expert_range;         // the experts this rank holds (MoE layers; expert_gu[e - begin])
+  Range shared_inter_range;   // this rank's slice of the shared expert (Qwen2-MoE), else empty
   Range q_head_range, kv_head_range, inter_range, expert_inter_range, vocab_range;
   int64_t vocab_shard_max = 0;   // largest vocab shard over the TP group (for padded gathers)
   Buffer inv_freq;               // RoPE, F32 [head_dim / 2]

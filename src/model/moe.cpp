@@ -12,8 +12,10 @@
 namespace tpbatch {
 
 MoeRouting route_tokens(std::span<const float> logits, int64_t tokens, int64_t experts, int64_t top_k,
-                        bool renormalise) {
-  if (experts <= 0 || top_k <= 0 || top_k > experts || static_cast<int64_t>(logits.size()) != tokens * experts)
+                        bool renormalise, int64_t stride) {
+  if (stride == 0) stride = experts;
+  if (experts <= 0 || top_k <= 0 || top_k > experts || stride < experts ||
+      static_cast<int64_t>(logits.size()) != tokens * stride)
     throw Error("internal error: route_tokens: " + std::to_string(logits.size()) + " logits for " +
                 std::to_string(tokens) + " tokens x " + std::to_string(experts) + " experts, top " +
                 std::to_string(top_k));
@@ -26,7 +28,7 @@ MoeRouting route_tokens(std::span<const float> logits, int64_t tokens, int64_t e
   std::vector<int32_t> order(static_cast<size_t>(experts));
   std::vector<int64_t> count(static_cast<size_t>(experts), 0);
   for (int64_t t = 0; t < tokens; ++t) {
-    const float* z = logits.data() + t * experts;
+    const float* z = logits.data() + t * stride;
     const double mx = *std::max_element(z, z + experts);
     double sum = 0.0;
     for (int64_t e = 0; e < experts; ++e) sum += p[size_t(e)] = std::exp(double(z[e]) - mx);
@@ -66,20 +68,25 @@ MoeScratch moe_scratch(const ModelConfig& c, const ShardPlacement& placement, in
   if (c.num_experts <= 0 || rows <= 0) return s;
   const int64_t H = c.hidden_size, I = expert_inter_of_rank(c, placement).size();
   const int64_t slots = rows * std::min<int64_t>(c.experts_per_token, experts_of_rank(c, placement).size());
-  s.logits_f32 = rows * c.num_experts;
+  const bool shared = c.shared_expert_intermediate_size > 0;
+  const int64_t SI = shared_expert_inter_of_rank(c, placement).size();
+  s.slots = slots;
+  s.logits_f32 = rows * (c.num_experts + shared);
   s.gathered = slots * H;
-  s.gate_up = slots * 2 * I;
-  s.act = slots * I;
-  s.out = (slots + 1) * H;
+  s.gate_up = slots * 2 * I + rows * 2 * SI;
+  s.act = slots * I + rows * SI;
+  s.out = (slots + 1 + (shared ? rows : 0)) * H;
   return s;
 }
 
 int64_t moe_routing_host_bytes(const ModelConfig& c, int64_t rows) {
   if (c.num_experts <= 0) return 0;
+  const int64_t shared = c.shared_expert_intermediate_size > 0;
   const int64_t slots = rows * c.experts_per_token;
   // logits (float), slot_token / token_slot / local_slot (int64), token_weight / local_weight
-  // (float), token_expert (int32), expert_begin.
-  return rows * c.num_experts * 4 + slots * (3 * 8 + 2 * 4 + 4) + (c.num_experts + 1) * 8;
+  // (float), token_expert (int32), expert_begin; the shared expert's gate and local slot.
+  return rows * c.num_experts * 4 + slots * (3 * 8 + 2 * 4 + 4) + (c.num_experts + 1) * 8 +
+         shared * rows * (4 + 8 + 4);
 }
 
 BufferView MoeBlock::scratch(Backend& be, Buffer& b, size_t count, DType dtype) {
@@ -122,13 +129,16 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
   const int64_t H = c.hidden_size, E = c.num_experts, k = c.experts_per_token, I = shard.expert_inter;
   const DType act = be.activation_dtype();
   if (rows == 0) return;
-  // Router logits of every token, in F32, to the host (small: rows x experts).
+  // Router logits of every token (and the shared expert's gate), in F32, to the host (small: rows
+  // x experts).
+  const bool shared = !L.shared_gu.empty();
+  const int64_t E1 = E + shared;
   const MoeScratch need = moe_scratch(c, shard.placement, rows);
   BufferView logits = scratch(be, logits_, static_cast<size_t>(need.logits_f32), DType::F32);
-  be.matmul_nt(h, L.router.view(), logits, rows, E, H);
-  host_logits_.resize(static_cast<size_t>(rows * E));
+  be.matmul_nt(h, L.router.view(), logits, rows, E1, H);
+  host_logits_.resize(static_cast<size_t>(rows * E1));
   be.download(logits, host_logits_.data(), host_logits_.size() * sizeof(float));
-  routing_ = route_tokens(host_logits_, rows, E, k, c.norm_topk_prob);
+  routing_ = route_tokens(host_logits_, rows, E, k, c.norm_topk_prob, E1);
   count_load(shard);
 
   // This rank's experts' slots are consecutive (slots are grouped by expert, and the rank holds a
@@ -156,23 +166,41 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
       be.matmul_nt(a.at(b * I), L.expert_down[size_t(e - held.begin)].view(), y.at(b * H), m, H, I);
     }
   }
+  // The shared expert (Qwen2-MoE): this rank's slice of it on every token, its rows after the
+  // zero row.
+  const int64_t SI = shard.shared_inter_range.size();
+  if (shared) {
+    BufferView sgu = gu.at(need.slots * 2 * I), sa = a.at(need.slots * I);
+    be.matmul_nt(h, L.shared_gu.view(), sgu, rows, 2 * SI, H);
+    be.silu_mul(sgu, sa, rows, SI);
+    be.matmul_nt(sa, L.shared_down.view(), y.at((n + 1) * H), rows, H, SI);
+  }
   // Each token: its k experts' outputs, weighted by the router. A choice of another rank's expert
   // reads a zero row with weight 0 (that rank adds it), so the allreduce sums each choice once.
-  if (every_slot) {
+  if (every_slot && !shared) {
     be.weighted_row_sum(y, routing_.token_slot, routing_.token_weight, k, H, out);
     return;
   }
   zeros_.assign(static_cast<size_t>(H) * dtype_size(act), 0);
   be.upload(y.at(n * H), zeros_.data(), zeros_.size());
-  local_slot_.resize(routing_.token_slot.size());
-  local_weight_.resize(routing_.token_slot.size());
-  for (size_t i = 0; i < routing_.token_slot.size(); ++i) {
-    const int64_t slot = routing_.token_slot[i] - s0;
-    const bool mine = slot >= 0 && slot < n;
-    local_slot_[i] = mine ? slot : n;
-    local_weight_[i] = mine ? routing_.token_weight[i] : 0.0f;
+  const int64_t per_token = k + shared;
+  local_slot_.resize(static_cast<size_t>(rows * per_token));
+  local_weight_.resize(static_cast<size_t>(rows * per_token));
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t i = static_cast<size_t>(t * k + j), o = static_cast<size_t>(t * per_token + j);
+      const int64_t slot = routing_.token_slot[i] - s0;
+      const bool mine = slot >= 0 && slot < n;
+      local_slot_[o] = mine ? slot : n;
+      local_weight_[o] = mine ? routing_.token_weight[i] : 0.0f;
+    }
+    if (shared) {  // transformers: sigmoid(shared_expert_gate(h)) * shared_expert(h)
+      const size_t o = static_cast<size_t>(t * per_token + k);
+      local_slot_[o] = n + 1 + t;
+      local_weight_[o] = static_cast<float>(1.0 / (1.0 + std::exp(-double(host_logits_[size_t(t * E1 + E)]))));
+    }
   }
-  be.weighted_row_sum(y, local_slot_, local_weight_, k, H, out);
+  be.weighted_row_sum(y, local_slot_, local_weight_, per_token, H, out);
 }
 
 }  // namespace tpbatch

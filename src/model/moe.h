@@ -1,9 +1,11 @@
 #pragma once
-// The sparse mixture-of-experts block of Mixtral and Qwen3-MoE, on one rank's shard:
+// The sparse mixture-of-experts block of Mixtral, Qwen3-MoE and Qwen2-MoE, on one rank's shard:
 //   router logits [rows, experts] (the router is replicated) -> softmax -> top-k -> (Mixtral always,
-//   Qwen3-MoE when norm_topk_prob) renormalise -> tokens grouped by expert -> per expert: its
+//   Qwen-MoE when norm_topk_prob) renormalise -> tokens grouped by expert -> per expert: its
 //   rows gathered, gate/up matmul, SiLU(gate) * up, down matmul -> each token's k outputs
-//   weighted and summed.
+//   weighted and summed. Qwen2-MoE adds a shared expert that every token passes through, weighted
+//   by sigmoid(shared_expert_gate . h): its gate row rides with the router's (one download), the
+//   rank holds a slice of it like the dense MLP, and its output joins the same weighted sum.
 // The rank holds the experts of LlamaShard::expert_range (model/shard_placement.h):
 //   parallel.experts: tensor  every expert, its gate/up rows and down columns of this rank (the
 //                             dense MLP's split): the output is this rank's partial sum of every
@@ -36,21 +38,25 @@ struct MoeRouting {
 };
 
 // transformers' routing: softmax over the experts (in double here), the top_k largest (ties to
-// the lower expert id), divided by their sum when `renormalise`. logits: [tokens][experts].
+// the lower expert id), divided by their sum when `renormalise`. logits: [tokens][stride], the
+// experts' first (stride 0 = experts).
 MoeRouting route_tokens(std::span<const float> logits, int64_t tokens, int64_t experts, int64_t top_k,
-                        bool renormalise);
+                        bool renormalise, int64_t stride = 0);
 
 // The block's backend scratch for a step of `rows` tokens, in elements of its dtype: what
 // MoeBlock::forward allocates (at least), and what `tpbatch plan` counts.
-//   logits     rows x experts, F32 (the router's output)
+//   logits     rows x (experts + shared), F32 (the router's output, and the shared expert's gate)
 //   gathered   slots x H          each slot's token row
 //   gate/up    slots x 2 inter    this rank's width of each expert (all of it under expert)
-//   act        slots x inter
-//   out        (slots + 1) x H    the experts' outputs, and a zero row for the slots of other ranks
+//              + rows x 2 shared  and of the shared expert (Qwen2-MoE)
+//   act        slots x inter + rows x shared
+//   out        (slots + 1 + rows if shared) x H    the experts' outputs, a zero row for the slots
+//                                 of other ranks, the shared expert's outputs
 // in the activation dtype, where slots = rows x min(top_k, experts held): a token can reach at
 // most that many of this rank's experts.
 struct MoeScratch {
   int64_t logits_f32 = 0, gathered = 0, gate_up = 0, act = 0, out = 0;
+  int64_t slots = 0;  // the routed slots the others are sized for; the shared expert's rows follow
   int64_t bytes(DType activation) const;
 };
 MoeScratch moe_scratch(const ModelConfig& config, const ShardPlacement& placement, int64_t rows);

@@ -31,15 +31,19 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
   const int64_t layers = place.layers.size();
   // Mixture-of-experts layers hold the replicated router [experts, H] and, of each expert the
   // rank holds (all under parallel.experts: tensor, a block under expert), its gate/up rows and
-  // down columns (the whole expert under expert) instead of the dense MLP.
+  // down columns (the whole expert under expert) instead of the dense MLP; Qwen2-MoE adds the
+  // shared expert's gate row to the router and the rank's slice of the shared expert.
   int64_t moe_layers = 0;
   for (int64_t l = place.layers.begin; l < place.layers.end; ++l) moe_layers += cfg.is_moe_layer(l);
   const int64_t expert_inter = expert_inter_of_rank(cfg, place).size();
   const int64_t experts_held = experts_of_rank(cfg, place).size();
+  const int64_t shared = cfg.shared_expert_intermediate_size > 0;
+  const int64_t shared_inter = shared_expert_inter_of_rank(cfg, place).size();
+  const int64_t moe_layer =
+      (cfg.num_experts + shared) * H + experts_held * 3 * expert_inter * H + 3 * shared_inter * H;
   ShardElements e;
-  e.linear = layers * ((q + 2 * kv) * H + H * q) + (layers - moe_layers) * 3 * inter * H +
-             moe_layers * (cfg.num_experts * H + experts_held * 3 * expert_inter * H);
-  e.experts = moe_layers * (cfg.num_experts * H + experts_held * 3 * expert_inter * H);
+  e.linear = layers * ((q + 2 * kv) * H + H * q) + (layers - moe_layers) * 3 * inter * H + moe_layers * moe_layer;
+  e.experts = moe_layers * moe_layer;
   int64_t per_layer_f32 = 2 * H;                   // input and post-attention norms
   if (cfg.sandwich_norms) per_layer_f32 += 2 * H;  // pre/post feed-forward norms (Gemma 2/3)
   if (cfg.qk_norm) per_layer_f32 += 2 * hd;        // per-head q/k norms (Qwen3, Gemma 3)

@@ -24,6 +24,10 @@ Range expert_inter_of_rank(const ModelConfig& config, const ShardPlacement& p) {
   return balanced_split(config.expert_intermediate_size, p.tensor, p.tp_rank);
 }
 
+Range shared_expert_inter_of_rank(const ModelConfig& config, const ShardPlacement& p) {
+  return balanced_split(config.shared_expert_intermediate_size, p.tensor, p.tp_rank);
+}
+
 std::string expert_split_problem(const ModelConfig& config, ExpertSplit experts, int64_t tensor) {
   if (experts != ExpertSplit::kExpert) return "";
   // An error rather than a warning: a job that asks for expert parallelism and silently runs

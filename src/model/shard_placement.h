@@ -35,6 +35,9 @@ ShardPlacement shard_placement(const ModelConfig& config, const Layout& layout, 
 Range experts_of_rank(const ModelConfig& config, const ShardPlacement& placement);
 // The width of each expert's FFN the rank holds: its slice of it under kTensor, all of it under kExpert.
 Range expert_inter_of_rank(const ModelConfig& config, const ShardPlacement& placement);
+// The rank's slice of the shared expert's width (Qwen2-MoE), split like the dense MLP under either
+// parallel.experts: every token passes through it, so whole copies would only repeat its work.
+Range shared_expert_inter_of_rank(const ModelConfig& config, const ShardPlacement& placement);
 
 // Why parallel.experts cannot be honoured for this model at parallel.tensor = `tensor`, or "":
 // kExpert needs a mixture-of-experts model and a number of experts divisible by the TP degree.

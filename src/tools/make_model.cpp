@@ -27,12 +27,13 @@ struct Resolved {
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, max_pos = 0;
   bool tied = false, attention_bias = false;
   bool qk_norm = false, fused = false, gemma = false, sandwich = false;  // Qwen3 / Gemma 3; Phi-3; Gemma; Gemma 2 / 3
-  bool mixtral = false, qwen3_moe = false;            // mixture of experts
+  bool mixtral = false, qwen_moe = false, qwen2_moe = false;  // mixture of experts (Qwen3- or Qwen2-MoE keys)
   int64_t experts = 0, top_k = 0, moe_inter = 0;      // moe_inter: each expert's FFN width
+  int64_t shared_inter = 0;                           // Qwen2-MoE's shared expert width
   bool norm_topk_prob = true;
   std::vector<int64_t> mlp_only_layers;                // Qwen3-MoE's dense layers
   bool moe_layer(int64_t l) const {
-    return (mixtral || qwen3_moe) && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+    return (mixtral || qwen_moe) && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
   }
   std::string dtype;  // float32 | bfloat16 | float16
   std::string rope_scaling;
@@ -123,20 +124,23 @@ Resolved resolve(const MakeModelOptions& o) {
     r.rms_norm_eps = 1e-6;
     if (o.tie_word_embeddings == -1) r.tied = true;
     if (o.attention_bias) throw Error("make-model: " + r.architecture + " has no attention biases");
-  } else if (r.architecture == "MixtralForCausalLM" || r.architecture == "Qwen3MoeForCausalLM") {
+  } else if (r.architecture == "MixtralForCausalLM" || r.architecture == "Qwen3MoeForCausalLM" ||
+             r.architecture == "Qwen2MoeForCausalLM") {
     r.mixtral = r.architecture == "MixtralForCausalLM";
-    r.qwen3_moe = !r.mixtral;
-    r.model_type = r.mixtral ? "mixtral" : "qwen3_moe";
-    r.qk_norm = r.qwen3_moe;
+    r.qwen_moe = !r.mixtral;
+    r.qwen2_moe = r.architecture == "Qwen2MoeForCausalLM";
+    r.model_type = r.mixtral ? "mixtral" : r.qwen2_moe ? "qwen2_moe" : "qwen3_moe";
+    r.qk_norm = r.qwen_moe && !r.qwen2_moe;
     r.rms_norm_eps = 1e-6;
     if (o.attention_bias && r.mixtral) throw Error("make-model: MixtralForCausalLM has no attention biases");
-    r.attention_bias = o.attention_bias;
+    r.attention_bias = o.attention_bias || r.qwen2_moe;  // Qwen2-MoE: q/k/v biases, as Qwen2
     if (o.num_experts <= 0 || o.experts_per_token <= 0 || o.experts_per_token > o.num_experts)
       throw Error("make-model: need 0 < experts per token (" + std::to_string(o.experts_per_token) +
                   ") <= experts (" + std::to_string(o.num_experts) + ")");
     if (o.moe_intermediate_size <= 0) throw Error("make-model: moe_intermediate_size must be positive");
     r.experts = o.num_experts, r.top_k = o.experts_per_token;
     r.moe_inter = r.mixtral ? r.intermediate : o.moe_intermediate_size;
+    r.shared_inter = r.qwen2_moe ? 4 * r.moe_inter : 0;  // Qwen1.5-MoE-A2.7B's ratio (5632 / 1408)
     r.norm_topk_prob = r.mixtral || o.norm_topk_prob;
     if (r.mixtral && !o.mlp_only_layers.empty()) throw Error("make-model: MixtralForCausalLM has no dense layers");
     for (int64_t l : o.mlp_only_layers)
@@ -145,7 +149,8 @@ Resolved resolve(const MakeModelOptions& o) {
   } else {
     throw Error("make-model: unknown architecture '" + r.architecture +
                 "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-                "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)");
+                "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, "
+                "Qwen2MoeForCausalLM)");
   }
   r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
   if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
@@ -213,10 +218,11 @@ std::string config_json(const Resolved& r) {
     j["router_jitter_noise"] = 0.0;
     j["output_router_logits"] = false;
   }
-  if (r.qwen3_moe) {  // Qwen3MoeConfig keys
+  if (r.qwen_moe) {  // Qwen3MoeConfig / Qwen2MoeConfig keys
     j["num_experts"] = r.experts;
     j["num_experts_per_tok"] = r.top_k;
     j["moe_intermediate_size"] = r.moe_inter;
+    if (r.qwen2_moe) j["shared_expert_intermediate_size"] = r.shared_inter;
     j["norm_topk_prob"] = r.norm_topk_prob;
     j["decoder_sparse_step"] = 1;
     j["mlp_only_layers"] = r.mlp_only_layers;
@@ -226,7 +232,7 @@ std::string config_json(const Resolved& r) {
     j["router_aux_loss_coef"] = 0.001;
     j["output_router_logits"] = false;
   }
-  if (r.architecture != "Qwen2ForCausalLM" && !r.mixtral) j["attention_bias"] = r.attention_bias;
+  if (r.architecture != "Qwen2ForCausalLM" && !r.mixtral && !r.qwen2_moe) j["attention_bias"] = r.attention_bias;
   j["attention_dropout"] = 0.0;
   if (r.architecture == "LlamaForCausalLM") j["mlp_bias"] = false;
   if (r.architecture == "MistralForCausalLM") j["sliding_window"] = nullptr;
@@ -330,7 +336,10 @@ struct TensorSpec {
 std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
   std::map<std::string, TensorSpec> t;
   const float e = float(4.0 / std::sqrt(double(r.hidden)));
-  const float alpha = 6.0f;
+  // Each block's update to the residual stream: alpha times an embedding element. Gemma scales its
+  // embeddings by sqrt(hidden); without Gemma 2/3's post-norms (below) its blocks are scaled alike,
+  // or the embedding would decide every token.
+  const float alpha = 6.0f * (r.gemma && !r.sandwich ? float(std::sqrt(double(r.hidden))) : 1.0f);
   const float in_std = float(1.0 / std::sqrt(double(r.hidden)));
   const int64_t q_out = r.heads * r.head_dim, kv_out = r.kv_heads * r.head_dim;
   t["model.embed_tokens.weight"] = {{r.vocab, r.hidden}, 0.0f, e};
@@ -380,6 +389,13 @@ std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
         t[x + (r.mixtral ? "w3.weight" : "up_proj.weight")] = {{r.moe_inter, r.hidden}, 0.0f, in_std};
         t[x + (r.mixtral ? "w2.weight" : "down_proj.weight")] = {{r.hidden, r.moe_inter}, 0.0f,
                                                                  float(2.0 * alpha * e / std::sqrt(double(r.moe_inter)))};
+      }
+      if (r.shared_inter > 0) {  // its gate ~ N(0, 1): sigmoid weights spread over (0.1, 0.9)
+        t[b + "shared_expert_gate.weight"] = {{1, r.hidden}, 0.0f, in_std};
+        t[b + "shared_expert.gate_proj.weight"] = {{r.shared_inter, r.hidden}, 0.0f, in_std};
+        t[b + "shared_expert.up_proj.weight"] = {{r.shared_inter, r.hidden}, 0.0f, in_std};
+        t[b + "shared_expert.down_proj.weight"] = {{r.hidden, r.shared_inter}, 0.0f,
+                                                   float(2.0 * alpha * e / std::sqrt(double(r.shared_inter)))};
       }
       continue;
     }

@@ -1,4 +1,4 @@
-// Mixture of experts: Mixtral / Qwen3-MoE config keys and refusals, the host
+// Mixture of experts: Mixtral / Qwen3-MoE / Qwen2-MoE config keys and refusals, the host
 // routing (softmax, top-k, renormalisation, grouping by expert) and the CPU weighted_row_sum.
 #include <gtest/gtest.h>
 
@@ -82,6 +82,23 @@ TEST(MoeConfig, Qwen3MoeDenseLayersBySparseStepAndMlpOnlyLayers) {
   for (int l = 0; l < 4; ++l) EXPECT_FALSE(m.is_moe_layer(l));
 }
 
+TEST(MoeConfig, Qwen2MoeHasASharedExpertBesideTheRoutedOnesAndQkvBiases) {
+  json c = moe_config("Qwen2MoeForCausalLM");
+  c["shared_expert_intermediate_size"] = 256;
+  ModelConfig m = parse(c);
+  EXPECT_EQ(m.model_type, "qwen2_moe");
+  EXPECT_EQ(m.shared_expert_intermediate_size, 256);
+  EXPECT_TRUE(m.attention_bias);
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_FALSE(m.norm_topk_prob);
+  c.erase("shared_expert_intermediate_size");
+  EXPECT_EQ(parse(c).shared_expert_intermediate_size, 5632);  // Qwen2MoeConfig's default
+  c["num_experts"] = 0;  // no experts: dense layers, and no shared expert either
+  m = parse(c);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 0);
+  EXPECT_FALSE(m.is_moe_layer(0));
+}
+
 TEST(MoeConfig, UnsupportedOrInconsistentOptionsNameTheKey) {
   json c = moe_config("Qwen3MoeForCausalLM");
   c["shared_expert_intermediate_size"] = 256;
@@ -113,6 +130,23 @@ TEST(MoeConfig, PlanWeightBytesCountTheRouterAndEveryExpertSlice) {
   p.tensor = 2, p.tp_rank = 1;
   const int64_t attn2 = (32 + 2 * 16) * H + H * 32;
   EXPECT_EQ(shard_weight_bytes(m, p, DType::F32), 4 * (4 * (attn2 + 4 * H + 4 * 3 * 64 * H) + vocab / 2) + 4 * f32);
+}
+
+TEST(MoeConfig, PlanWeightBytesCountTheSharedExpertSliceAndItsGate) {
+  json c = moe_config("Qwen2MoeForCausalLM");
+  c["shared_expert_intermediate_size"] = 96;
+  const ModelConfig m = parse(c);
+  ShardPlacement p;
+  p.layers = Range{0, 4};
+  p.has_embedding = p.has_lm_head = true;
+  const int64_t H = 64, attn = (64 + 2 * 32) * H + H * 64, vocab = 2 * 512 * H;  // untied (Qwen default)
+  const int64_t f32 = 4 * (2 * H + 64 + 2 * 32) + 8 + H;  // norms, q/k/v biases, rope table, final norm
+  const int64_t moe = (4 + 1) * H + 4 * 3 * 48 * H + 3 * 96 * H;  // router + gate row, experts, shared
+  EXPECT_EQ(shard_weight_bytes(m, p, DType::F32), 4 * (4 * (attn + moe) + vocab) + 4 * f32);
+  p.tensor = 2, p.tp_rank = 1;  // half of each routed expert and of the shared one
+  const int64_t attn2 = (32 + 2 * 16) * H + H * 32, moe2 = (4 + 1) * H + 4 * 3 * 24 * H + 3 * 48 * H;
+  const int64_t f32_2 = 4 * (2 * H + 32 + 2 * 16) + 8 + H;
+  EXPECT_EQ(shard_weight_bytes(m, p, DType::F32), 4 * (4 * (attn2 + moe2) + vocab / 2) + 4 * f32_2);
 }
 
 TEST(MoeRouting, TopKOfTheSoftmaxRenormalisedOrNotAndGroupedByExpert) {

@@ -50,24 +50,30 @@ std::vector<Case> cases() {
   qwen.architecture = "Qwen2ForCausalLM";
   qwen.attention_bias = true;
   // Families beyond Llama: q/k norms, fused projections, sandwich norms, a second RoPE table.
-  MakeModelOptions qwen3, phi3, gemma2, gemma3;
+  MakeModelOptions qwen3, phi3, gemma, gemma2, gemma3;
   qwen3.architecture = "Qwen3ForCausalLM";
   qwen3.head_dim = 16;
   phi3.architecture = "Phi3ForCausalLM";
   phi3.tie_word_embeddings = 0;
+  gemma.architecture = "GemmaForCausalLM";
+  gemma.num_kv_heads = 1;
   gemma2.architecture = "Gemma2ForCausalLM";
   gemma3.architecture = "Gemma3ForCausalLM";
   gemma3.num_kv_heads = 1;
-  // Mixture of experts: the router and every expert's slices; Qwen3-MoE with a dense layer.
-  MakeModelOptions mixtral, qwen3_moe;
+  // Mixture of experts: the router and every expert's slices; Qwen3-MoE with a dense layer;
+  // Qwen2-MoE's shared expert and its gate row.
+  MakeModelOptions mixtral, qwen3_moe, qwen2_moe;
   mixtral.architecture = "MixtralForCausalLM";
   mixtral.num_layers = 2;
   qwen3_moe.architecture = "Qwen3MoeForCausalLM";
   qwen3_moe.num_layers = 3;
   qwen3_moe.mlp_only_layers = {1};
+  qwen2_moe.architecture = "Qwen2MoeForCausalLM";
+  qwen2_moe.num_layers = 3;
+  qwen2_moe.mlp_only_layers = {1};
   return {{"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
-          {"qwen3", qwen3}, {"phi3", phi3},     {"gemma2", gemma2},         {"gemma3", gemma3},
-          {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}};
+          {"qwen3", qwen3}, {"phi3", phi3},     {"gemma", gemma},           {"gemma2", gemma2},
+          {"gemma3", gemma3}, {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}, {"qwen2_moe", qwen2_moe}};
 }
 
 TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {
