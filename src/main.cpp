@@ -1,6 +1,6 @@
 // tpbatch: an MPI-launched batch inference job runner.
 //   tpbatch JOB.yaml | tpbatch run JOB.yaml [--set KEY=VALUE ...]
-//   tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--device cpu|cuda] [--json]
+//   tpbatch plan JOB.yaml [--preset h100|h200|a100|cpu] [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--device cpu|cuda] [--json]
 //   tpbatch inspect RESULTS.h5
 //   tpbatch make-model DIR [--preset tiny|125m|8b ...]
 //   tpbatch export RESULTS.h5 --format openai|jsonl [--output FILE] [--input FILE.jsonl]
@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/version.h"
 #include "io/result_writer.h"
+#include "plan/hardware_presets.h"
 #include "plan/plan_command.h"
 #include "reliability/shutdown.h"
 #include "tools/make_model.h"
@@ -56,6 +57,9 @@ int main(int argc, char** argv) {
   PlanOptions po;
   auto* plan = app.add_subcommand("plan", "per-rank memory ledger and recommended layouts (no MPI, no weights)");
   plan->add_option("job", po.job_path, "job file (YAML)")->required();
+  plan->add_option("--preset", po.preset,
+                   "hardware figures of a node (" + hardware_preset_names() +
+                       "); a flag given overrides its figure:" + hardware_presets_help());
   plan->add_option("--set", po.sets, "override a job key (repeatable)");
   plan->add_option("--world-size", po.world_size, "ranks (default: tensor x pipeline of the job)")
       ->check(CLI::Range(1, 1 << 20));
@@ -69,6 +73,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 30));
   plan->add_option("--alpha-us", po.alpha_us, "allreduce latency in us")->check(CLI::Range(0.0, 1e9));
   plan->add_option("--bandwidth-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s")->check(CLI::Range(1e-6, 1e9));
+  plan->add_option("--internode-alpha-us", po.internode_alpha_us, "pipeline hand-off latency between nodes in us")
+      ->check(CLI::Range(0.0, 1e9));
+  plan->add_option("--internode-gbs", po.internode_gbs, "pipeline hand-off bandwidth between nodes in GB/s")
+      ->check(CLI::Range(1e-6, 1e9));
   plan->add_flag("--json", po.json, "print one JSON object");
   plan->add_option("--allreduce-gbs", po.bandwidth_gbs, "allreduce bus bandwidth in GB/s (= --bandwidth-gbs)")
       ->check(CLI::Range(1e-6, 1e9));

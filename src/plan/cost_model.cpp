@@ -59,6 +59,22 @@ double allgather_us(double bytes_per_rank, int t, const MachineModel& m) {
   return m.alpha_us + (t - 1.0) * bytes_per_rank / (m.allreduce_gbs * 1e3);
 }
 
+bool handoff_crosses_nodes(const Layout& layout, int stage, int ranks_per_node) {
+  if (ranks_per_node <= 0 || stage + 1 >= layout.pipeline) return false;
+  for (int dp = 0; dp < layout.data(); ++dp) {
+    const int from = world_rank_of(layout, RankCoords{dp, stage, 0});
+    const int to = world_rank_of(layout, RankCoords{dp, stage + 1, 0});
+    if (from / ranks_per_node != to / ranks_per_node) return true;
+  }
+  return false;
+}
+
+double handoff_us(double bytes, bool crosses_nodes, const MachineModel& m) {
+  const bool net = crosses_nodes && m.internode_gbs > 0;
+  const double alpha = crosses_nodes && m.internode_alpha_us > 0 ? m.internode_alpha_us : m.alpha_us;
+  return alpha + bytes / ((net ? m.internode_gbs : m.allreduce_gbs) * 1e3);
+}
+
 double gemm_rate_flops(const MachineModel& m, double rows) {
   const double peak = m.gemm_tflops * 1e12;
   const std::vector<GemmRate>& pts = m.gemm_rates;
@@ -85,7 +101,7 @@ double gemm_rate_flops(const MachineModel& m, double rows) {
 SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, const CostDtypes& dtypes,
                               const MachineModel& machine, const RowShape& shape) {
   if (machine.memory_gbs <= 0 || machine.gemm_tflops <= 0 || machine.allreduce_gbs <= 0 || machine.alpha_us < 0 ||
-      machine.attention_tflops < 0 || machine.prefill_attention_tflops < 0 || machine.layer_overhead_us < 0 ||
+      machine.internode_gbs < 0 || machine.internode_alpha_us < 0 || machine.attention_tflops < 0 || machine.prefill_attention_tflops < 0 || machine.layer_overhead_us < 0 ||
       machine.logits_overhead_us < 0)
     throw JobError("cost model: memory bandwidth, GEMM rate and allreduce bandwidth must be positive, alpha and the "
                    "attention rates >= 0");
@@ -110,7 +126,8 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
   const double chunk_rows = chunk_tokens / prompt;
   const double local_q_heads = static_cast<double>(ceil_div(config.num_heads, t));
   const double local_q_dims = local_q_heads * static_cast<double>(config.head_dim);
-  const double handoff_one = machine.alpha_us + rows * H * act / (machine.allreduce_gbs * 1e3);
+  std::vector<bool> crosses(static_cast<size_t>(pp), false);  // the hand-off after stage s
+  for (int s = 0; s + 1 < pp; ++s) crosses[static_cast<size_t>(s)] = handoff_crosses_nodes(layout, s, machine.ranks_per_node);
   const double decode_rate = gemm_rate_flops(machine, rows);
   const double prefill_rate = gemm_rate_flops(machine, chunk_tokens);
   const double head_rate = gemm_rate_flops(machine, chunk_rows);
@@ -171,11 +188,10 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
     const double prefill_stage_us = std::max(weight_us, prefill_gemm_us) + prefill_overhead_us + prefill_ar_us;
     prefill_stage[static_cast<size_t>(s)] = prefill_stage_us;
   }
-  p.handoff_us = (pp - 1) * handoff_one;
+  for (int s = 0; s + 1 < pp; ++s) p.handoff_us += handoff_us(rows * H * act, crosses[static_cast<size_t>(s)], machine);
   p.decode_step_us = std::max(pp * decode_slowest, decode_sum + p.handoff_us);
   p.tokens_per_s_replica = static_cast<double>(shape.rows) / (p.decode_step_us * 1e-6);
   p.tokens_per_s_total = p.tokens_per_s_replica * layout.data();
-  const double prefill_handoff_one = machine.alpha_us + chunk_tokens * H * act / (machine.allreduce_gbs * 1e3);
   // The G = PP x chunks pieces of prefill go through the stages in turn: piece g starts on stage s
   // when it has left stage s-1 (and crossed the hand-off) and stage s has finished piece g-1. The
   // stage times above are each rank's share of the node when all its ranks compute; while the
@@ -194,7 +210,9 @@ SpeedPrediction predict_speed(const ModelConfig& config, const Layout& layout, c
       int64_t active = 0;
       for (int64_t s2 = 0; s2 < pp; ++s2) active += slot - s2 >= 0 && slot - s2 < G;
       const double speedup = std::min(over, static_cast<double>(pp) / static_cast<double>(std::max<int64_t>(1, active)));
-      const double start = std::max(s > 0 ? arrived + prefill_handoff_one : 0.0, left[static_cast<size_t>(s)]);
+      const double handoff =
+          s > 0 ? handoff_us(chunk_tokens * H * act, crosses[static_cast<size_t>(s - 1)], machine) : 0.0;
+      const double start = std::max(s > 0 ? arrived + handoff : 0.0, left[static_cast<size_t>(s)]);
       arrived = left[static_cast<size_t>(s)] = start + prefill_stage[static_cast<size_t>(s)] / speedup;
     }
     // The engine's TTFT p50 is the row at rank round(0.5 (rows - 1)), which lies in piece floor(G / 2)

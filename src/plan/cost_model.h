@@ -36,6 +36,8 @@
 // Decode step (a row's time per output token) = max(PP x the slowest stage, the sum of the stages +
 // (PP-1) hand-offs of rows x hidden x activation bytes (alpha + S / B)): each stage serves every
 // micro-batch once per step, and one micro-batch crosses all the stages in turn. PP = 1: the stage.
+// A hand-off between stages on different nodes (ranks_per_node below; TP groups never span nodes)
+// costs the inter-node alpha + S / B instead, in the replica where that is slowest.
 // Prefill pieces (the G = PP x chunks below) go through the stages in turn, each stage taking the
 // next piece when it has finished the last one and the piece has crossed the hand-off; while the
 // pipeline fills and drains only the stages holding a piece compute, and on an oversubscribed CPU
@@ -83,6 +85,11 @@ struct MachineModel {
   // where fewer compute (the prefill pipeline's fill and drain) runs faster, up to this factor.
   // 1: no such gain (an accelerator's rank has its device to itself).
   double oversubscription = 1.0;
+  // Nodes: ranks 0..n-1 on the first, and so on (topology/layout.h's rank order). A pipeline
+  // hand-off between nodes pays the inter-node figures (0: the same as alpha_us / allreduce_gbs).
+  int ranks_per_node = 0;                 // 0: every rank on one node
+  double internode_alpha_us = 0.0;
+  double internode_gbs = 0.0;
 };
 
 struct RowShape {
@@ -122,6 +129,10 @@ struct SpeedPrediction {
 double allreduce_us(double bytes, int t, const MachineModel& m);
 // The ring allgather of S bytes from each of t ranks: alpha + (t-1) x S / B (0 when t <= 1).
 double allgather_us(double bytes_per_rank, int t, const MachineModel& m);
+// True when the hand-off from stage `stage` to the next crosses nodes in some replica.
+bool handoff_crosses_nodes(const Layout& layout, int stage, int ranks_per_node);
+// One pipeline hand-off of S bytes: alpha + S / B, at the inter-node figures when it crosses nodes.
+double handoff_us(double bytes, bool crosses_nodes, const MachineModel& m);
 // R(m) in FLOP/s (see above). Throws JobError when gemm_rates are not ascending positive points.
 double gemm_rate_flops(const MachineModel& m, double rows);
 

@@ -175,34 +175,6 @@ Plan make_plan(const ModelConfig& config, const PlanInputs& in) {
   plan.inputs = in;
   for (const Layout& l : legal_layouts(config, in.world_size, in.ranks_per_node))
     if (expert_split_problem(config, in.experts, l.tensor).empty()) plan.layouts.push_back(ledger_of(config, l, in));
-  const auto& L = plan.layouts;
-
-  // Throughput: smallest PP (pipeline only when TP within a node cannot hold the model), then
-  // smallest TP, with a full batch (max_seqs rows) of KV headroom.
-  for (size_t i = 0; i < L.size(); ++i) {
-    if (!L[i].fits || L[i].concurrent_rows < in.max_seqs) continue;
-    if (!plan.throughput || L[i].pipeline < L[*plan.throughput].pipeline ||
-        (L[i].pipeline == L[*plan.throughput].pipeline && L[i].tensor < L[*plan.throughput].tensor))
-      plan.throughput = i;
-  }
-  if (!plan.throughput) {
-    int64_t best = -1;
-    for (size_t i = 0; i < L.size(); ++i) {
-      if (!L[i].fits) continue;
-      const int64_t rows = L[i].concurrent_rows * L[i].data;
-      if (rows > best) {  // ties keep the earlier (smaller TP, then PP) layout
-        best = rows;
-        plan.throughput = i;
-      }
-    }
-  }
-  // Latency: the largest TP that fits (legal layouts already keep TP within a node), smallest PP.
-  for (size_t i = 0; i < L.size(); ++i) {
-    if (!L[i].fits) continue;
-    if (!plan.latency || L[i].tensor > L[*plan.latency].tensor ||
-        (L[i].tensor == L[*plan.latency].tensor && L[i].pipeline < L[*plan.latency].pipeline))
-      plan.latency = i;
-  }
   return plan;
 }
 

@@ -42,7 +42,8 @@
 namespace tpbatch {
 
 // Defaults of the alpha-beta allreduce model.
-// Accelerator (NVLink, as nccl-tests reports busbw for an 8-GPU node): alpha 8 us, B 150 GB/s.
+// PlanInputs' own (a ledger built without `plan`): NVLink alpha 8 us, B 150 GB/s. `tpbatch plan`
+// takes an accelerator's from --preset, else from kDefaultAcceleratorPreset (plan/hardware_presets.h).
 inline constexpr double kNvlinkAlphaUs = 8.0;
 inline constexpr double kNvlinkBusBandwidthGBs = 150.0;
 // CPU backend: Open MPI shared-memory allreduce between two ranks of one node, as fitted by
@@ -72,6 +73,10 @@ struct PlanInputs {
   int64_t row_tokens = 1152;            // one row of the job: prompt + max_new_tokens
   double alpha_us = kNvlinkAlphaUs;
   double bandwidth_gbs = kNvlinkBusBandwidthGBs;  // bus bandwidth, GB/s (1e9 bytes)
+  // Pipeline hand-offs between nodes (plan/cost_model.h); 0: as alpha_us / bandwidth_gbs.
+  double internode_alpha_us = 0.0;
+  double internode_gbs = 0.0;
+  std::string preset;                             // --preset, empty when none
   ExpertSplit experts = ExpertSplit::kTensor;     // parallel.experts (mixture-of-experts layers)
 };
 
@@ -106,13 +111,10 @@ struct ExpertSplitComparison {
 struct Plan {
   PlanInputs inputs;
   std::vector<LayoutLedger> layouts;  // ordered by tensor, then pipeline
-  // Indices into layouts; empty when no layout fits.
-  //   throughput: the smallest PP, then the smallest TP, whose replica holds at least max_seqs
-  //               rows (a full batch in flight); the rest of the world is data parallel. If no
-  //               fitting layout has that headroom: the fitting layout with the most rows in
-  //               flight over all replicas (data x concurrent_rows).
-  //   latency:    the largest TP (within a node) that fits, then the smallest PP.
+  // Indices into layouts, set by recommend_layouts() (plan/layout_recommendation.h, where the
+  // rules are); empty when no layout fits.
   std::optional<size_t> throughput, latency;
+  double throughput_tokens_per_s = 0.0;  // the throughput layout's predicted output tokens/s in total
 };
 
 // The dtype a name spells ("float32", "bfloat16", "float16"). Throws JobError naming `key` otherwise.
@@ -137,6 +139,7 @@ int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout,
 double allreduce_us_per_decode_step(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 
 LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
+// The ledger of every legal layout; no recommendation yet (recommend_layouts()).
 Plan make_plan(const ModelConfig& config, const PlanInputs& in);
 // Every legal layout (by heads, layers and nodes) of a mixture-of-experts model under both splits;
 // empty for a dense model.

@@ -16,6 +16,8 @@
 #include "model/llama_shard.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
+#include "plan/hardware_presets.h"
+#include "plan/layout_recommendation.h"
 
 namespace tpbatch {
 namespace {
@@ -30,13 +32,16 @@ int64_t host_memory_for_plan() {
   return available > 0 ? available : int64_t{8} << 30;
 }
 
-// The device the run would use: --device, else the job's device:, and for `auto` cuda when a device
-// memory size was given (planning for accelerators), else cpu.
-std::string plan_device(const PlanOptions& o, const JobSpec& job) {
+// The device the run would use: --device, else the preset's, else the job's device:, and for `auto`
+// cuda when a device memory size was given (planning for accelerators), else cpu.
+std::string plan_device(const PlanOptions& o, const JobSpec& job, const HardwarePreset* preset) {
   if (!o.device.empty()) {
     if (o.device != "cpu" && o.device != "cuda") throw JobError("--device must be cpu or cuda, not '" + o.device + "'");
+    if (preset && (o.device == "cpu") != preset->measure_this_machine)
+      throw JobError("--device " + o.device + " contradicts --preset " + preset->name + " (" + preset->description + ")");
     return o.device;
   }
+  if (preset) return preset->measure_this_machine ? "cpu" : "cuda";
   if (job.device == Device::kCpu) return "cpu";
   if (job.device == Device::kCuda) return "cuda";
   return o.device_memory_gib > 0 ? "cuda" : "cpu";
@@ -150,6 +155,9 @@ std::string plan_json(const Plan& plan, const ModelConfig& config, const std::st
   j["row_tokens"] = in.row_tokens;
   j["alpha_us"] = in.alpha_us;
   j["bandwidth_gbs"] = in.bandwidth_gbs;
+  j["internode_alpha_us"] = in.internode_alpha_us;
+  j["internode_gbs"] = in.internode_gbs;
+  j["preset"] = in.preset.empty() ? json() : json(in.preset);
   json layouts = json::array();
   for (const auto& g : plan.layouts) layouts.push_back(layout_json(g));
   j["layouts"] = layouts;
@@ -163,7 +171,9 @@ std::string plan_json(const Plan& plan, const ModelConfig& config, const std::st
                             {"expert_split", expert_split_json(c.expert_split)}});
     j["expert_splits"] = splits;
   }
-  j["recommended"] = json{{"throughput", plan.throughput ? layout_json(plan.layouts[*plan.throughput]) : json()},
+  json throughput = plan.throughput ? layout_json(plan.layouts[*plan.throughput]) : json();
+  if (plan.throughput) throughput["predicted_tokens_per_s_total"] = plan.throughput_tokens_per_s;
+  j["recommended"] = json{{"throughput", throughput},
                           {"latency", plan.latency ? layout_json(plan.layouts[*plan.latency]) : json()}};
   return j.dump(2);
 }
@@ -195,7 +205,12 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
       << ", max_batch_tokens " << in.max_batch_tokens << "\n";
   out << "allreduce model: alpha " << fmt("%.2f", in.alpha_us) << " us, bus bandwidth "
       << fmt("%.1f", in.bandwidth_gbs) << " GB/s; per decode step of one stage = 2 x layers x (alpha + 2(t-1)/t x "
-      << "max_seqs x hidden x bytes / B)\n\n";
+      << "max_seqs x hidden x bytes / B)";
+  if (in.internode_gbs > 0 || in.internode_alpha_us > 0)
+    out << "; between nodes (pipeline hand-offs) alpha "
+        << fmt("%.2f", in.internode_alpha_us > 0 ? in.internode_alpha_us : in.alpha_us) << " us, bandwidth "
+        << fmt("%.1f", in.internode_gbs > 0 ? in.internode_gbs : in.bandwidth_gbs) << " GB/s";
+  out << "\n\n";
 
   char line[256];
   std::snprintf(line, sizeof line, "%4s %4s %4s %14s %12s %12s %14s %10s %5s %14s\n", "TP", "PP", "DP",
@@ -214,7 +229,8 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
   if (config.num_experts > 0) print_expert_splits(config, in, out);
   if (plan.throughput)
     out << "recommended for throughput: " << layout_name(plan.layouts[*plan.throughput])
-        << " (smallest pipeline, then smallest tensor, holding max_seqs rows; the rest data parallel)\n";
+        << " (the most predicted output tokens/s in total of the layouts that fit: "
+        << fmt("%.1f", plan.throughput_tokens_per_s) << ", each at the rows its replicas hold up to max_seqs)\n";
   else
     out << "recommended for throughput: none (no layout fits)\n";
   if (plan.latency)
@@ -225,6 +241,8 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
 }
 
 int run_plan(const PlanOptions& o, std::ostream& out) {
+  // An unknown preset is named before anything else is read.
+  const HardwarePreset* preset = o.preset.empty() ? nullptr : &hardware_preset(o.preset);
   if (o.world_size < 0) throw JobError("--world-size must be at least 1");
   if (o.ranks_per_node < 0) throw JobError("--ranks-per-node must be at least 1");
   if (o.device_memory_gib < 0 || !std::isfinite(o.device_memory_gib))
@@ -232,6 +250,8 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   if (o.row_tokens < 0) throw JobError("--row-tokens must be at least 1");
   if (o.bandwidth_gbs == 0 || !std::isfinite(o.bandwidth_gbs) || !std::isfinite(o.alpha_us))
     throw JobError("--bandwidth-gbs must be positive and --alpha-us non-negative");
+  if (o.internode_gbs == 0 || !std::isfinite(o.internode_gbs) || !std::isfinite(o.internode_alpha_us))
+    throw JobError("--internode-gbs must be positive and --internode-alpha-us non-negative");
 
   // A plan needs the model's config.json only (CONTRACT.md), not the input: the job is loaded with
   // input.path pointing at a file that exists (the job file itself), which plan never reads.
@@ -243,12 +263,20 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   const ModelConfig cfg = load_model_config(job.model);
   if (const std::string p = expert_split_problem(cfg, job.parallel.experts, 1); !p.empty()) throw JobError(p);
 
+  // The preset `cpu` measures this machine; an accelerator's preset gives the figures a flag does
+  // not (flag > measured > preset > default, each figure on its own).
+  const std::string device = plan_device(o, job, preset);
+  const HardwarePreset* figures = preset && !preset->measure_this_machine && device == "cuda" ? preset : nullptr;
+  SpeedRequest speed_request = o.speed;
+  speed_request.calibrate = o.speed.calibrate || (preset && preset->measure_this_machine);
+  speed_request.preset = figures;
+
   // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
   // 0 goes on (and measures memory and GEMM alone, the others idle).
   // The GEMMs at the weights' dtype and the attention at the cache's, the row shape the speed
   // report will use, and the threads a run's rank gets (engine.threads, else topology/cpu_share.h's).
   std::optional<Calibration> calibration;
-  if (o.speed.calibrate) {
+  if (speed_request.calibrate) {
     CalibrationRequest req;
     req.memory = o.speed.memory_gbs <= 0;
     req.gemm = o.speed.gemm_tflops <= 0;
@@ -269,19 +297,23 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   const bool beta_measured = o.bandwidth_gbs <= 0 && calibration && calibration->allreduce_measured;
 
   PlanInputs in;
+  in.preset = preset ? preset->name : "";
   in.world_size = o.world_size > 0 ? o.world_size : static_cast<int>(job.parallel.tensor * job.parallel.pipeline);
-  in.ranks_per_node = o.ranks_per_node > 0 ? o.ranks_per_node
-                      : job.parallel.ranks_per_node > 0 ? static_cast<int>(job.parallel.ranks_per_node)
-                                                         : in.world_size;
-  const std::string device = plan_device(o, job);
-  if (device == "cuda" && o.device_memory_gib <= 0)
-    throw JobError("planning for device cuda needs --device-memory GiB (the memory of one GPU)");
+  in.ranks_per_node = o.ranks_per_node > 0                 ? o.ranks_per_node
+                      : job.parallel.ranks_per_node > 0    ? static_cast<int>(job.parallel.ranks_per_node)
+                      : figures && figures->gpus_per_node > 0 ? std::min(figures->gpus_per_node, in.world_size)
+                                                              : in.world_size;
+  const double device_memory_gib =
+      o.device_memory_gib > 0 ? o.device_memory_gib : figures ? figures->device_memory_gib() : 0.0;
+  if (device == "cuda" && device_memory_gib <= 0)
+    throw JobError("planning for device cuda needs --device-memory GiB (the memory of one GPU) or --preset " +
+                   hardware_preset_names("|"));
   in.weight_dtype = plan_weight_dtype(job, cfg);
   in.kv_dtype = kv_cache_dtype_for(job.engine.kv_cache_dtype, device);
   in.activation_dtype = device == "cuda" ? DType::BF16 : DType::F32;
   in.accelerator = device == "cuda";
-  if (o.device_memory_gib > 0) {
-    in.device_memory_bytes = static_cast<int64_t>(std::llround(o.device_memory_gib * kGiB));
+  if (device_memory_gib > 0) {
+    in.device_memory_bytes = static_cast<int64_t>(std::llround(device_memory_gib * kGiB));
   } else {
     const int local = std::max(1, std::min(in.ranks_per_node, in.world_size));
     in.device_memory_bytes = host_memory_for_plan() / local;
@@ -293,35 +325,44 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.row_tokens = o.row_tokens > 0
                       ? o.row_tokens
                       : std::min<int64_t>(cfg.max_position_embeddings, 1024 + job.sampling.max_new_tokens);
-  in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : in.accelerator ? kNvlinkAlphaUs : kCpuAlphaUs;
-  in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : in.accelerator ? kNvlinkBusBandwidthGBs
-                                                                              : kCpuBusBandwidthGBs;
+  // The collectives' figures: a flag's, else measured (below), else the preset's, else on an
+  // accelerator the default preset's, else the CPU defaults.
+  const HardwarePreset* rates = figures ? figures : in.accelerator ? &default_accelerator_preset() : nullptr;
+  in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : rates ? rates->nvlink_alpha_us : kCpuAlphaUs;
+  in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : rates ? rates->allreduce_gbs() : kCpuBusBandwidthGBs;
   if (alpha_measured)
     in.alpha_us = calibration->synced_alpha_us > 0 ? calibration->synced_alpha_us : calibration->alpha_us;
   if (beta_measured) in.bandwidth_gbs = calibration->allreduce_gbs;
+  in.internode_alpha_us = o.internode_alpha_us >= 0 ? o.internode_alpha_us : rates ? rates->internode_alpha_us : 0.0;
+  in.internode_gbs = o.internode_gbs > 0 ? o.internode_gbs : rates ? rates->internode_gbs() : 0.0;
 
-  const Plan plan = make_plan(cfg, in);
+  Plan plan = make_plan(cfg, in);
   const std::string weights = dtype_word(in.weight_dtype);
   const std::string dtype = job.dtype == DTypeChoice::kAuto ? weights + " (auto)" : weights;
-  std::optional<SpeedReport> speed;
-  if (wants_speed(o.speed)) {
-    const bool given = o.alpha_us >= 0 || o.bandwidth_gbs > 0;
-    const std::string allreduce_source = alpha_measured || beta_measured ? (given ? "measured and given" : "measured")
-                                         : given                         ? "given"
-                                                                         : "default";
-    SpeedRequest sr = o.speed;
-    sr.alpha_measured = alpha_measured;  // then each layout takes the alpha measured at its TP size
-    speed = make_speed_report(sr, calibration, allreduce_source, plan, cfg, job.sampling.max_new_tokens);
-  }
-  if (o.json && speed) {
+  // Every plan predicts each layout's speed: the throughput recommendation is the fastest of them.
+  const bool given = o.alpha_us >= 0 || o.bandwidth_gbs > 0;
+  const std::string allreduce_source = alpha_measured || beta_measured ? (given ? "measured and given" : "measured")
+                                       : given                         ? "given"
+                                       : figures                       ? "preset " + figures->name
+                                                                       : "default";
+  speed_request.alpha_measured = alpha_measured;  // then each layout takes the alpha measured at its TP size
+  const SpeedReport speed =
+      make_speed_report(speed_request, calibration, allreduce_source, plan, cfg, job.sampling.max_new_tokens);
+  recommend_layouts(plan, speed);
+  const bool show_speed = wants_speed(speed_request);
+  if (o.json) {
     json j = json::parse(plan_json(plan, cfg, job.model, weights));
-    add_speed_json(j, *speed);
+    if (show_speed) add_speed_json(j, speed);
     out << j.dump(2) << "\n";
-  } else if (o.json) {
-    out << plan_json(plan, cfg, job.model, weights) << "\n";
   } else {
     print_plan_text(plan, cfg, job.model, dtype, out);
-    if (speed) print_speed_text(*speed, plan, out);
+    if (show_speed)
+      print_speed_text(speed, plan, out);
+    else
+      out << "(throughput predicted with the default "
+          << (in.accelerator ? std::string(kDefaultAcceleratorPreset) + " rates" : std::string("cpu figures"))
+          << "; --preset " << hardware_preset_names("|")
+          << ", --calibrate or --memory-gbs / --gemm-tflops print the speed table)\n";
   }
   return kExitOk;
 }

@@ -1,8 +1,11 @@
 #pragma once
-// `tpbatch plan JOB.yaml [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--device cpu|cuda] [--json]`:
-// reads the job and the model's config.json (no weights, no MPI) and prints the memory ledger of
-// every legal layout (see plan/memory_ledger.h) with the recommended layouts, as a table or as
-// one JSON object.
+// `tpbatch plan JOB.yaml [--preset h100|h200|a100|cpu] [--world-size N] [--ranks-per-node N]
+// [--device-memory GiB] [--device cpu|cuda] [--json]`: reads the job and the model's config.json
+// (no weights, no MPI) and prints the memory ledger of every legal layout (plan/memory_ledger.h),
+// the predicted speed of each (plan/speed_report.h) and the recommended layouts
+// (plan/layout_recommendation.h), as a table or as one JSON object. Each hardware figure is the
+// flag's when given, else measured (--calibrate), else the preset's (plan/hardware_presets.h),
+// else the default.
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -16,6 +19,7 @@ namespace tpbatch {
 
 struct PlanOptions {
   std::string job_path;
+  std::string preset;              // --preset; empty: none
   std::vector<std::string> sets;   // --set KEY=VALUE overrides of the job
   int world_size = 0;              // 0: the job's parallel.tensor x parallel.pipeline
   int ranks_per_node = 0;          // 0: the job's parallel.ranks_per_node, else the world size
@@ -25,6 +29,8 @@ struct PlanOptions {
   int64_t row_tokens = 0;          // 0: min(max_position_embeddings, 1024 + sampling.max_new_tokens)
   double alpha_us = -1.0;          // < 0: default (NVLink with --device-memory, else measured CPU)
   double bandwidth_gbs = -1.0;     // < 0: default, as alpha
+  double internode_alpha_us = -1.0;  // < 0: the preset's, else as alpha_us
+  double internode_gbs = -1.0;       // < 0: the preset's, else as bandwidth_gbs
   bool json = false;
   SpeedRequest speed;              // --calibrate, --memory-gbs, --gemm-tflops, ...: plan/speed_report.h
 };

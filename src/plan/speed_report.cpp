@@ -9,7 +9,9 @@
 
 namespace tpbatch {
 
-bool wants_speed(const SpeedRequest& r) { return r.calibrate || r.memory_gbs > 0 || r.gemm_tflops > 0; }
+bool wants_speed(const SpeedRequest& r) {
+  return r.calibrate || r.preset != nullptr || r.memory_gbs > 0 || r.gemm_tflops > 0;
+}
 
 std::vector<GemmRate> parse_gemm_rates(const std::string& text) {
   std::vector<GemmRate> out;
@@ -46,16 +48,19 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   const PlanInputs& in = plan.inputs;
   SpeedReport rep;
   rep.calibration = cal;
-  auto pick = [&](double flag, double measured, double fallback, std::string& source) {
+  // A flag, else the measurement, else the preset's figure, else the default.
+  auto pick = [&](double flag, double measured, double preset, double fallback, std::string& source) {
     if (flag > 0) { source = "given"; return flag; }
     if (measured > 0) { source = "measured"; return measured; }
+    if (preset > 0) { source = "preset " + r.preset->name; return preset; }
     source = "default";
     return fallback;
   };
-  rep.node.memory_gbs = pick(r.memory_gbs, cal ? cal->memory_gbs : 0.0,
-                             in.accelerator ? kAcceleratorMemoryGBs : kCpuMemoryGBs, rep.memory_source);
-  rep.node.gemm_tflops = pick(r.gemm_tflops, cal ? cal->gemm_tflops : 0.0,
-                              in.accelerator ? kAcceleratorGemmTflops : kCpuGemmTflops, rep.gemm_source);
+  rep.node.memory_gbs = pick(r.memory_gbs, cal ? cal->memory_gbs : 0.0, r.preset ? r.preset->memory_gbs() : 0.0,
+                             in.accelerator ? default_accelerator_preset().memory_gbs() : kCpuMemoryGBs, rep.memory_source);
+  rep.node.gemm_tflops = pick(r.gemm_tflops, cal ? cal->gemm_tflops : 0.0, r.preset ? r.preset->gemm_tflops() : 0.0,
+                              in.accelerator ? default_accelerator_preset().gemm_tflops() : kCpuGemmTflops,
+                              rep.gemm_source);
   rep.node.gemm_half_rows = r.gemm_half_rows >= 0 ? r.gemm_half_rows
                             : (cal && r.gemm_tflops <= 0) ? cal->gemm_half_rows : 0.0;
   // The measured R(m) points belong with the measured peak (a given --gemm-tflops drops them, as it
@@ -94,6 +99,9 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
            rep.node.layer_overhead_us, rep.node.logits_overhead_us);
   rep.node.alpha_us = in.alpha_us;
   rep.node.allreduce_gbs = in.bandwidth_gbs;
+  rep.node.internode_alpha_us = in.internode_alpha_us;
+  rep.node.internode_gbs = in.internode_gbs;
+  rep.node.ranks_per_node = in.ranks_per_node;
   rep.allreduce_source = allreduce_source;
   rep.rank = rep.node;
   // CPU ranks of one node share its memory bandwidth and cores; an accelerator is one rank's own.
@@ -148,6 +156,9 @@ nlohmann::json machine_json(const MachineModel& m) {
                         {"gemm_half_rows", m.gemm_half_rows},
                         {"alpha_us", m.alpha_us},
                         {"allreduce_gbs", m.allreduce_gbs},
+                        {"internode_alpha_us", m.internode_alpha_us},
+                        {"internode_gbs", m.internode_gbs},
+                        {"ranks_per_node", m.ranks_per_node},
                         {"gemm_rates", rates_json(m.gemm_rates)},
                         {"attention_tflops", m.attention_tflops},
                         {"prefill_attention_tflops", m.prefill_attention_tflops},
@@ -237,6 +248,12 @@ void print_speed_text(const SpeedReport& rep, const Plan& plan, std::ostream& ou
                 n.memory_gbs, rep.memory_source.c_str(), n.gemm_tflops, rep.gemm_source.c_str(), n.gemm_half_rows,
                 n.alpha_us, n.allreduce_gbs, rep.allreduce_source.c_str());
   out << line;
+  if (n.internode_gbs > 0 || n.internode_alpha_us > 0) {
+    std::snprintf(line, sizeof line, "; pipeline hand-offs between nodes alpha %.2f us B %.2f GB/s",
+                  n.internode_alpha_us > 0 ? n.internode_alpha_us : n.alpha_us,
+                  n.internode_gbs > 0 ? n.internode_gbs : n.allreduce_gbs);
+    out << line;
+  }
   if (rep.ranks_sharing > 1) out << "; memory and GEMM shared by " << rep.ranks_sharing << " CPU ranks of a node";
   out << "\n";
   if (rep.calibration) {

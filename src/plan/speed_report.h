@@ -1,7 +1,9 @@
 #pragma once
-// The speed part of `tpbatch plan` (with --calibrate, --memory-gbs or --gemm-tflops): the machine
-// the cost model (plan/cost_model.h) runs on — measured, given as flags, or defaults — and the
-// prediction for every layout of the plan, as text and as JSON.
+// The speed part of `tpbatch plan`: the machine the cost model (plan/cost_model.h) runs on — each
+// figure given as a flag, else measured (--calibrate), else the --preset's, else the default — and
+// the prediction for every layout of the plan, as text and as JSON. Every plan predicts (the
+// throughput recommendation is the fastest prediction, plan/layout_recommendation.h); the table
+// is printed with --preset, --calibrate, --memory-gbs or --gemm-tflops.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,15 +13,15 @@
 
 #include "model/config.h"
 #include "plan/cost_model.h"
+#include "plan/hardware_presets.h"
 #include "plan/machine_calibration.h"
 #include "plan/memory_ledger.h"
 
 namespace tpbatch {
 
-// Defaults when neither measured nor given. Accelerator: an H200 (HBM3e 4.8 TB/s, 990 TFLOP/s dense
-// bf16). CPU: the 2-core development machine's OpenBLAS sgemv stream (19 GB/s) and a modest GEMM rate.
-inline constexpr double kAcceleratorMemoryGBs = 4800.0;
-inline constexpr double kAcceleratorGemmTflops = 990.0;
+// Defaults when neither given, measured nor preset. Accelerator: the rates of the preset
+// kDefaultAcceleratorPreset (plan/hardware_presets.h). CPU: the 2-core development machine's
+// OpenBLAS sgemv stream (19 GB/s) and a modest GEMM rate.
 inline constexpr double kCpuMemoryGBs = 19.0;
 inline constexpr double kCpuGemmTflops = 0.15;
 
@@ -27,6 +29,7 @@ struct SpeedRequest {
   bool calibrate = false;
   double memory_gbs = -1.0;       // < 0: measured (--calibrate) or the default
   double gemm_tflops = -1.0;
+  const HardwarePreset* preset = nullptr;  // --preset of an accelerator: memory and GEMM figures
   double gemm_half_rows = -1.0;   // < 0: measured or 0
   std::vector<GemmRate> gemm_rates;        // --gemm-rates M:TFLOPS,...; empty: measured or none
   double attention_tflops = -1.0;          // < 0: measured or 0 (KV bytes / bandwidth only)
@@ -51,12 +54,13 @@ struct SpeedReport {
   MachineModel node;              // node totals on the CPU (memory, GEMM), per device on accelerators
   MachineModel rank;              // what one rank gets: CPU memory and GEMM shared by the node's ranks
   int ranks_sharing = 1;
-  std::string memory_source, gemm_source, allreduce_source;  // "measured" | "given" | "default"
+  std::string memory_source, gemm_source, allreduce_source;  // "measured" | "given" | "preset NAME" | "default"
   std::string gemm_rates_source, attention_source, overhead_source;  // also "none"
   std::optional<Calibration> calibration;
   std::vector<LayoutSpeed> layouts;  // parallel to Plan::layouts
 };
 
+// Whether the speed table is printed (a preset, measured or given figures).
 bool wants_speed(const SpeedRequest& r);
 
 // "1:0.005,8:0.03,32:0.05" (rows:TFLOP/s, node totals on the CPU) as ascending points; throws

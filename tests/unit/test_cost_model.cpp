@@ -83,6 +83,29 @@ TEST(CostModel, PipelineAddsHandOffsAndDataParallelMultipliesThroughput) {
   EXPECT_NEAR(one.tokens_per_s_replica, 8e6 / one.decode_step_us, 1e-6);
 }
 
+// Ranks are numbered TP fastest, then PP, then DP (topology/layout.h): on nodes of 2, TP=2 x PP=2
+// puts the two stages on two nodes, and TP=1 x PP=2 x DP=2 keeps each replica on one node.
+TEST(CostModel, HandOffBetweenNodesPaysTheInterNodeFigures) {
+  const ModelConfig cfg = plan_test::load_config_text("cost8b-nodes", plan_test::llama31_8b());
+  RowShape shape{128, 64, 8};
+  MachineModel m = h200();
+  m.ranks_per_node = 2;
+  m.internode_alpha_us = 10.0;
+  m.internode_gbs = 40.0;
+  EXPECT_TRUE(handoff_crosses_nodes(Layout{4, 2, 2}, 0, 2));
+  EXPECT_FALSE(handoff_crosses_nodes(Layout{4, 1, 2}, 0, 2));
+  EXPECT_FALSE(handoff_crosses_nodes(Layout{4, 2, 2}, 0, 0));  // 0: one node
+  const SpeedPrediction across = predict_speed(cfg, Layout{4, 2, 2}, bf16(), m, shape);
+  // Two micro-batches of 4 rows: one hand-off of 4 x 4096 x 2 B over the network.
+  EXPECT_NEAR(across.handoff_us, 10.0 + 4 * 8192.0 / 40e3, 1e-9);
+  const SpeedPrediction within = predict_speed(cfg, Layout{4, 1, 2}, bf16(), m, shape);
+  EXPECT_NEAR(within.handoff_us, 5.0 + 4 * 8192.0 / 450e3, 1e-9);
+  // Without inter-node figures a crossing hand-off costs what one within a node does.
+  m.internode_alpha_us = 0.0;
+  m.internode_gbs = 0.0;
+  EXPECT_NEAR(predict_speed(cfg, Layout{4, 2, 2}, bf16(), m, shape).handoff_us, 5.0 + 4 * 8192.0 / 450e3, 1e-9);
+}
+
 TEST(CostModel, LargeBatchesBecomeComputeBound) {
   const ModelConfig cfg = plan_test::load_config_text("cost8b4", plan_test::llama31_8b());
   RowShape shape{128, 64, 1024};

@@ -196,15 +196,6 @@ TEST(PlanLedger, Llama8BKvCacheIs128KiBPerToken) {
   EXPECT_EQ(kv_bytes_per_token_per_rank(llama8b(), Layout{8, 8, 1}, DType::BF16), 16 * 1024);
 }
 
-TEST(PlanLedger, Llama8BThroughputIsPureDataParallel) {
-  const Plan plan = make_plan(llama8b(), device_inputs(8, 8));
-  ASSERT_TRUE(plan.throughput.has_value());
-  const auto& g = plan.layouts[*plan.throughput];
-  EXPECT_EQ(g.tensor, 1);
-  EXPECT_EQ(g.pipeline, 1);
-  EXPECT_EQ(g.data, 8);
-}
-
 // ---- Llama-3.1-70B: 70,553,706,496 parameters; acceptance numbers at 74.5 GiB ----
 
 TEST(PlanLedger, Llama70BWeightsPerRankAreTotalOverTensor) {
@@ -243,6 +234,16 @@ TEST(PlanLedger, Llama70BDoesNotFitAtTp2OrLessAndFitsAtTp4And8) {
   }
 }
 
+TEST(PlanLedger, NoLayoutFitsOn16GiBFor405B) {
+  PlanInputs in = device_inputs(8, 8);
+  in.device_memory_bytes = 16 * kGiB;
+  const Plan plan = make_plan(llama405b(), in);
+  for (const auto& g : plan.layouts) {
+    EXPECT_EQ(g.kv_tokens_per_rank, 0);
+    EXPECT_FALSE(g.fits);
+  }
+}
+
 TEST(PlanLedger, Llama70BKvTokensAtTp4MatchHandLedger) {
   const Plan plan = make_plan(llama70b(), device_inputs(8, 8));
   const LayoutLedger& g = *find(plan, 4, 1);
@@ -254,23 +255,6 @@ TEST(PlanLedger, Llama70BKvTokensAtTp4MatchHandLedger) {
   EXPECT_EQ(g.kv_tokens_per_rank, 414673);
   EXPECT_EQ(g.concurrent_rows, 414673 / 1152);
   EXPECT_EQ(g.data, 2);
-}
-
-TEST(PlanLedger, Llama70BRecommendsTp4ForThroughputAndLargestTpForLatency) {
-  const Plan p8 = make_plan(llama70b(), device_inputs(8, 8));
-  ASSERT_TRUE(p8.throughput && p8.latency);
-  EXPECT_EQ(p8.layouts[*p8.throughput].tensor, 4);
-  EXPECT_EQ(p8.layouts[*p8.throughput].pipeline, 1);
-  EXPECT_EQ(p8.layouts[*p8.throughput].data, 2);
-  EXPECT_EQ(p8.layouts[*p8.latency].tensor, 8);
-  EXPECT_EQ(p8.layouts[*p8.latency].pipeline, 1);
-
-  const Plan p16 = make_plan(llama70b(), device_inputs(16, 8));  // two 8-GPU nodes
-  ASSERT_TRUE(p16.throughput && p16.latency);
-  EXPECT_EQ(p16.layouts[*p16.throughput].tensor, 4);
-  EXPECT_EQ(p16.layouts[*p16.throughput].data, 4);
-  EXPECT_EQ(p16.layouts[*p16.latency].tensor, 8);
-  EXPECT_EQ(find(p16, 16, 1), nullptr);  // a 16-rank TP group would cross the node
 }
 
 TEST(PlanLedger, AllreduceTimeFollowsAlphaBetaModel) {
@@ -299,18 +283,6 @@ TEST(PlanLedger, Llama405BAtTp8NeedsTwoPipelineStagesOn80GBDevices) {
   const Plan plan = make_plan(c, device_inputs(16, 8));
   EXPECT_FALSE(find(plan, 8, 1)->fits);
   EXPECT_TRUE(find(plan, 8, 2)->fits);
-  ASSERT_TRUE(plan.throughput.has_value());
-  EXPECT_EQ(plan.layouts[*plan.throughput].tensor, 8);
-  EXPECT_EQ(plan.layouts[*plan.throughput].pipeline, 2);
-}
-
-TEST(PlanLedger, NothingRecommendedWhenNoLayoutFits) {
-  PlanInputs in = device_inputs(8, 8);
-  in.device_memory_bytes = 16 * kGiB;
-  const Plan plan = make_plan(llama405b(), in);
-  EXPECT_FALSE(plan.throughput.has_value());
-  EXPECT_FALSE(plan.latency.has_value());
-  for (const auto& g : plan.layouts) EXPECT_EQ(g.kv_tokens_per_rank, 0);
 }
 
 }  // namespace
