@@ -18,6 +18,7 @@
 #include "backend/cpu/blas_core.h"
 #include "chat/render_chat_command.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/version.h"
 #include "io/result_writer.h"
 #include "plan/plan_command.h"
@@ -183,10 +184,10 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
   } catch (const Error& e) {
-    std::fprintf(stderr, "tpbatch: error: %s\n", e.what());
+    log_error("%s", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tpbatch: error: %s\n", e.what());
+    log_error("%s", e.what());
     return kExitFailure;
   }
   return kExitOk;
