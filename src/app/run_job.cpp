@@ -151,8 +151,8 @@ int load_tokenizer_and_check_chat_template(RankJob& r) {
     const std::filesystem::path tokenizer = std::filesystem::path(r.job.model) / "tokenizer.json";
     std::error_code ec;
     if (!std::filesystem::exists(tokenizer, ec))
-      throw JobError("model folder '" + r.job.model + "' has no tokenizer.json ('" + tokenizer.string() +
-                     "' not found): tpbatch needs it to tokenize the input");
+      throw Error("model folder '" + r.job.model + "' has no tokenizer.json ('" + tokenizer.string() +
+                  "' not found): tpbatch needs it to tokenize the input");
     r.tokenizer = Tokenizer::load(tokenizer);
     if (r.job.chat_template.empty()) return;
     try {

@@ -6,6 +6,7 @@
 #include <random>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -297,6 +298,11 @@ void ResultsFile::write_run_attrs(const RunInfo& info) {
   write_attr(file_, "data_parallel", info.data_parallel, name_);
   write_attr(file_, "num_rows", num_rows_, name_);
   if (!info.input_fingerprint.empty()) write_attr(file_, "input_fingerprint", info.input_fingerprint, types_, name_);
+  if (!info.input_path.empty()) {  // where this run read its input: export finds it from anywhere
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(info.input_path, ec);
+    if (!ec) write_attr(file_, "input_path", abs.lexically_normal().string(), types_, name_);
+  }
   if (!info.model_fingerprint.empty()) write_attr(file_, "model_fingerprint", info.model_fingerprint, types_, name_);
   if (!info.chat_template_fingerprint.empty())
     write_attr(file_, "chat_template_fingerprint", info.chat_template_fingerprint, types_, name_);
