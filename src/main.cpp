@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   export_cmd->add_option("results", ex.results, "results file (HDF5)")->required();
   export_cmd->add_option("--format", ex.format, "openai | jsonl")->check(CLI::IsMember({"openai", "jsonl"}))->capture_default_str();
   export_cmd->add_option("--output,-o", ex.output, "output file (default or -: standard output)");
-  export_cmd->add_option("--input", ex.input, "the job's input file (default: input.path in the results file's job_yaml)");
+  export_cmd->add_option("--input", ex.input, "the job's input file (default: where the job read it, or where it lay relative to the results file)");
 
   RenderChatOptions rc;
   auto* render_chat = app.add_subcommand("render-chat", "print a chat template's rendering of a message list");

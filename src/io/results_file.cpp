@@ -66,7 +66,7 @@ ResultsFile ResultsFile::create(const std::string& file, const std::string& name
   f.extra_.create(f.file_, f.num_rows_);
   write_attr(f.file_, "format_version", kFormatVersion, name);
   f.write_run_attrs(info);
-  f.set_job_id(new_random_id());
+  f.set_job_id(info.job_id.empty() ? new_random_id() : info.job_id);
   f.set_complete(false);
   f.set_writer_open(false);
   return f;

@@ -75,10 +75,11 @@ class ResultsFile {
   bool writable_ = false;
 };
 
-// The job's identity, root attribute `job_id`: 128 random bits as 32 hex digits, made when the
-// job's results file is created (create() writes a fresh one) and kept by every later run that
-// resumes it and by anything that rebuilds or combines its files; `tpbatch export` builds the
-// request ids from it, so two jobs' exports never share an id. "" for a file older than job ids.
+// The job's identity, root attribute `job_id`: 128 random bits as 32 hex digits, written when the
+// job's results file is created (create(): RunInfo::job_id, or a fresh one) and kept by every later
+// run that resumes it and by anything that rebuilds or combines its files; `tpbatch export` builds
+// the request ids from it, so two jobs' exports never share an id. "" for a file older than job ids
+// (a resume gives it one).
 std::string read_job_id(hid_t file, const std::string& name);
 
 // 128 random bits as 32 hex digits: job ids, commit ids.
