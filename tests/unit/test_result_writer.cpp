@@ -779,6 +779,22 @@ TEST_F(ResultWriterTest, ANewResultsFileGetsItsOwnRandomJobId) {
   EXPECT_NE(str_attr(File(path_).id, "job_id"), first);
 }
 
+TEST_F(ResultWriterTest, InspectNamesTheJobId) {
+  write_rows({0}, 1, true);
+  std::ostringstream out;
+  inspect_results(path_, out);
+  EXPECT_NE(out.str().find("job id      " + str_attr(File(path_).id, "job_id") + "\n"), std::string::npos) << out.str();
+}
+
+TEST_F(ResultWriterTest, ANewFileTakesTheJobIdItIsGiven) {
+  RunInfo i = info(1);
+  i.job_id = "0123456789abcdef0123456789abcdef";
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, i);
+  w->write(row(0));
+  w->finish(RunMetrics{});
+  EXPECT_EQ(str_attr(File(path_).id, "job_id"), i.job_id);
+}
+
 TEST_F(ResultWriterTest, ResumeKeepsTheJobId) {
   write_rows({0}, 2, false);
   const std::string id = str_attr(File(path_).id, "job_id");
