@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "io/input_row.h"
+#include "job/job_spec.h"
 #include "io/optional_datasets.h"
 #include "io/output_paths.h"
 #include "io/results_file.h"
@@ -294,12 +295,15 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
 
   // The job's input: an openai export reads it; no export may write over it.
   std::string in_path, id_field = "id", output_path;  // the job's input.path, input.id_field, output.path
+  JobSpec sample_job;  // what samples_of_line reads: the task and sampling.n
+  sample_job.task = task == "generate" ? Task::kGenerate : task == "embed" ? Task::kEmbed : Task::kScore;
   if (has_attr(f, "job_yaml")) {
     try {
       const YAML::Node y = YAML::Load(read_attr_str(f, "job_yaml", o.results));
       if (y["input"] && y["input"]["path"]) in_path = y["input"]["path"].as<std::string>();
       if (y["input"] && y["input"]["id_field"]) id_field = y["input"]["id_field"].as<std::string>();
       if (y["output"] && y["output"]["path"]) output_path = y["output"]["path"].as<std::string>();
+      if (y["sampling"] && y["sampling"]["n"]) sample_job.sampling.n = y["sampling"]["n"].as<int64_t>();
     } catch (const YAML::Exception&) {
     }
   }
@@ -348,6 +352,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   const hsize_t step = 1024;
   std::string line;
   ojson pending;             // openai: the current input line's output, written once its samples are in
+  int64_t samples_left = 0;  // openai: rows of the pending line still to come
   bool pending_chat = false;
   // A further sample of the pending line: one more choice, or the whole line not computed / an
   // error when this sample is (a line's samples fail together: they share the prompt).
@@ -412,9 +417,11 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         continue;
       }
-      // One output line per input line: a line's further samples (n > 1) are more choices of it.
-      const int64_t line_no = extra_spec.samples ? extras[i].line : row;
-      if (extra_spec.samples && extras[i].sample > 0 && !pending.is_null()) {
+      // One output line per input line: a line's further samples (n > 1) are more choices of it. How
+      // many rows a line has comes from the line itself (samples_of_line), as when the job ran: a
+      // row never finished has no /input_line or /sample of its own.
+      if (samples_left > 0 && !pending.is_null()) {
+        --samples_left;
         add_choice(pending, done[i] != 0, fin[i], text[i], ot[i], lp[i], top_ids[i], top_lps[i], extras[i].sample);
         continue;
       }
@@ -423,6 +430,8 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
       RequestInfo req;
       const bool have_line = input->next(line);
       if (have_line) req = request_info(line);
+      samples_left = have_line && extra_spec.samples ? samples_of_line(line, sample_job) - 1 : 0;
+      const int64_t line_no = have_line ? input->lines_read() - 1 : extra_spec.samples ? extras[i].line : row;
       pending_chat = req.chat;
       const std::string n = job_id.empty() ? std::to_string(line_no) : job_id + "-" + std::to_string(line_no);
       j["id"] = "batch_req_" + n;
