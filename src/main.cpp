@@ -18,6 +18,7 @@
 #include "backend/cpu/blas_core.h"
 #include "chat/render_chat_command.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/version.h"
 #include "io/result_writer.h"
 #include "plan/hardware_presets.h"
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
   export_cmd->add_option("results", ex.results, "results file (HDF5)")->required();
   export_cmd->add_option("--format", ex.format, "openai | jsonl")->check(CLI::IsMember({"openai", "jsonl"}))->capture_default_str();
   export_cmd->add_option("--output,-o", ex.output, "output file (default or -: standard output)");
-  export_cmd->add_option("--input", ex.input, "the job's input file (default: input.path in the results file's job_yaml)");
+  export_cmd->add_option("--input", ex.input, "the job's input file (default: where the job read it, or where it lay relative to the results file)");
 
   RenderChatOptions rc;
   auto* render_chat = app.add_subcommand("render-chat", "print a chat template's rendering of a message list");
@@ -191,10 +192,10 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
   } catch (const Error& e) {
-    std::fprintf(stderr, "tpbatch: error: %s\n", e.what());
+    log_error("%s", e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tpbatch: error: %s\n", e.what());
+    log_error("%s", e.what());
     return kExitFailure;
   }
   return kExitOk;

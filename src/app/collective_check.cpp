@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "reliability/model_fingerprint.h"
 #include "reliability/watchdog.h"
 
@@ -37,7 +38,7 @@ int collective_check(const std::function<void()>& fn) {
     MPI_Allreduce(&reporter, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   }
   if (rank == first) {
-    std::fprintf(stderr, "tpbatch: error: %s\n", message.c_str());
+    log_error("%s", message.c_str());
     std::fflush(stderr);
   }
   return worst;
@@ -69,7 +70,7 @@ int check_ranks_agree(const std::string& effective_job, const std::string& model
       msg += " the model folder seen by rank" + std::string(model_ranks.find(',') != std::string::npos ? "s " : " ") +
              model_ranks + " differs from rank 0's (config, tokenizer or weights);";
     msg += " start every rank with the same command line, job file and model";
-    std::fprintf(stderr, "tpbatch: error: %s\n", msg.c_str());
+    log_error("%s", msg.c_str());
     std::fflush(stderr);
   }
   return kExitBadJob;

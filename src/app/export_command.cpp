@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "io/input_row.h"
+#include "job/job_spec.h"
 #include "io/optional_datasets.h"
 #include "io/output_paths.h"
+#include "io/results_file.h"
 #include "io/results_hdf5.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tpbatch {
 namespace {
@@ -105,31 +109,82 @@ RequestInfo request_info(const std::string& line) {
   return r;
 }
 
-// OpenAI's logprobs of a choice, for rows that asked for top_logprobs (else null). Tokens are
-// named "token_id:<id>" (vLLM's return_tokens_as_token_ids: export reads no tokenizer); a
-// chosen token's own logprob is null when the job stored none (output.logprobs: false).
+// The strings of token ids in the logprobs: each token's own text, decoded with the model's
+// tokenizer (the model folder the results file names), and its UTF-8 bytes; when the folder or its
+// tokenizer.json cannot be read, "token_id:<id>" (vLLM's return_tokens_as_token_ids) and no bytes,
+// said once on standard error. The tokenizer is loaded on first use: exports without logprobs never
+// read it.
+class TokenNames {
+ public:
+  explicit TokenNames(std::vector<std::pair<std::string, std::string>> model_dirs) : dirs_(std::move(model_dirs)) {}
+
+  std::string text(int32_t id) {
+    const Tokenizer* t = tokenizer();
+    if (!t) return "token_id:" + std::to_string(id);
+    const int32_t one[1] = {id};
+    std::string s = t->decode(one, /*skip_special_tokens=*/false);
+    // A SentencePiece word piece ("▁the") decoded alone loses its leading space, which the
+    // token stands for.
+    static const std::string kWordStart = "\xe2\x96\x81";
+    if (t->id_to_token(id).rfind(kWordStart, 0) == 0 && s.rfind(' ', 0) != 0) s.insert(0, " ");
+    return s;
+  }
+  ojson bytes(const std::string& text) {
+    if (!tokenizer()) return nullptr;
+    ojson out = ojson::array();
+    for (unsigned char c : text) out.push_back(static_cast<int>(c));
+    return out;
+  }
+
+ private:
+  const Tokenizer* tokenizer() {
+    if (tried_) return tok_.get();
+    tried_ = true;
+    std::string why = "the results file names no model folder";
+    for (const auto& [dir, how] : dirs_) {
+      try {
+        tok_ = Tokenizer::load(std::filesystem::path(dir) / "tokenizer.json");
+        return tok_.get();
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    log_warning("export: logprob tokens are written as token_id:N: the model's tokenizer cannot be read (%s)",
+                why.c_str());
+    return nullptr;
+  }
+  std::vector<std::pair<std::string, std::string>> dirs_;  // places_of the model folder
+  std::unique_ptr<Tokenizer> tok_;
+  bool tried_ = false;
+};
+
+// OpenAI's logprobs of a choice, for rows that asked for top_logprobs (else null): each token's text
+// and bytes (TokenNames); a chosen token's own logprob is null when the job stored none
+// (output.logprobs: false).
 ojson openai_logprobs(bool chat, const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
-                      const std::vector<int32_t>& top_ids, const std::vector<float>& top_lps) {
+                      const std::vector<int32_t>& top_ids, const std::vector<float>& top_lps, TokenNames& names) {
   if (top_ids.empty() || tokens.empty() || top_ids.size() % tokens.size() != 0) return nullptr;
   const size_t k = top_ids.size() / tokens.size();
-  auto name = [](int32_t id) { return "token_id:" + std::to_string(id); };
   auto own = [&](size_t pos) -> ojson { return pos < logprobs.size() ? ojson(logprobs[pos]) : ojson(nullptr); };
   if (chat) {
     ojson content = ojson::array();
     for (size_t pos = 0; pos < tokens.size(); ++pos) {
       ojson alts = ojson::array();
-      for (size_t a = 0; a < k; ++a)
-        alts.push_back({{"token", name(top_ids[pos * k + a])}, {"logprob", top_lps[pos * k + a]}, {"bytes", nullptr}});
-      content.push_back({{"token", name(tokens[pos])}, {"logprob", own(pos)}, {"bytes", nullptr}, {"top_logprobs", alts}});
+      for (size_t a = 0; a < k; ++a) {
+        const std::string t = names.text(top_ids[pos * k + a]);
+        alts.push_back({{"token", t}, {"logprob", top_lps[pos * k + a]}, {"bytes", names.bytes(t)}});
+      }
+      const std::string t = names.text(tokens[pos]);
+      content.push_back({{"token", t}, {"logprob", own(pos)}, {"bytes", names.bytes(t)}, {"top_logprobs", alts}});
     }
     return {{"content", content}};
   }
   ojson toks = ojson::array(), own_lps = ojson::array(), tops = ojson::array();
   for (size_t pos = 0; pos < tokens.size(); ++pos) {
-    toks.push_back(name(tokens[pos]));
+    toks.push_back(names.text(tokens[pos]));
     own_lps.push_back(own(pos));
     ojson alts = ojson::object();
-    for (size_t a = 0; a < k; ++a) alts[name(top_ids[pos * k + a])] = top_lps[pos * k + a];
+    for (size_t a = 0; a < k; ++a) alts[names.text(top_ids[pos * k + a])] = top_lps[pos * k + a];
     tops.push_back(alts);
   }
   return {{"tokens", toks}, {"token_logprobs", own_lps}, {"top_logprobs", tops}, {"text_offset", nullptr}};
@@ -140,14 +195,84 @@ std::string openai_finish_reason(const std::string& f) { return f == "eos" || f 
 // One choice of a completion: sample `index` of its line.
 ojson openai_choice(bool chat, int32_t index, const std::string& finish, const std::string& text,
                     const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
-                    const std::vector<int32_t>& top_ids, const std::vector<float>& top_lps) {
+                    const std::vector<int32_t>& top_ids, const std::vector<float>& top_lps, TokenNames& names) {
   ojson choice;
   choice["index"] = index;
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
-  choice["logprobs"] = openai_logprobs(chat, tokens, logprobs, top_ids, top_lps);
+  choice["logprobs"] = openai_logprobs(chat, tokens, logprobs, top_ids, top_lps, names);
   choice["finish_reason"] = openai_finish_reason(finish);
   return choice;
+}
+
+// Where a file the job named may be now, with how each place was found: as the job named it (from
+// the working directory), where it lay relative to the job's output.path (so a folder moved or
+// copied with its input and results in it still works), and its file name in the results file's
+// folder.
+std::vector<std::pair<std::string, std::string>> places_of(const std::string& stored, const std::string& output_path,
+                                                           const std::string& results) {
+  namespace fs = std::filesystem;
+  if (stored.empty()) return {};
+  const fs::path p(stored), folder = fs::path(results).parent_path();
+  std::vector<std::pair<std::string, std::string>> out = {{stored, "as the job named it"}};
+  const fs::path job_out_folder = fs::path(output_path).parent_path();
+  if (!output_path.empty() && p.is_absolute() == job_out_folder.is_absolute()) {
+    const fs::path rel = p.lexically_relative(job_out_folder.empty() ? fs::path(".") : job_out_folder);
+    if (!rel.empty()) out.emplace_back((folder / rel).lexically_normal().string(), "where it lay relative to the results file");
+  }
+  out.emplace_back((folder / p.filename()).string(), "beside the results file");
+  return out;
+}
+
+// The job's input for an openai export, and how it was found: --input; else the first of the
+// places the results file points at (its `input_path` attribute, where the run read it; the job's
+// input.path, see places_of) holding the file the rows were computed from (its fingerprint).
+struct FoundInput {
+  std::string path, how;
+};
+FoundInput find_input(const ExportOptions& o, hid_t f, const std::string& stored, const std::string& output_path) {
+  const std::string there = has_attr(f, "input_fingerprint") ? read_attr_str(f, "input_fingerprint", o.results) : "";
+  auto fingerprint = [](const std::string& path) {
+    try {
+      return input_fingerprint(path);
+    } catch (const Error&) {
+      return std::string();
+    }
+  };
+  auto not_the_one = [&](const std::string& path, const std::string& here) {
+    return "input file '" + path + "' is not the one '" + o.results + "' was computed from (its fingerprint is " +
+           here + ", the results were computed from " + there + "): its lines would label other rows";
+  };
+  if (!o.input.empty()) {
+    if (!there.empty()) {
+      std::string here;
+      try {
+        here = input_fingerprint(o.input);
+      } catch (const Error& e) {
+        throw JobError(std::string(e.what()) + " (--input names the job's input file)");
+      }
+      if (here != there) throw JobError(not_the_one(o.input, here) + "; give --input with the job's input file as it was");
+    }
+    return {o.input, "--input"};
+  }
+  std::vector<std::pair<std::string, std::string>> places;  // path, how it was found
+  if (has_attr(f, "input_path"))
+    places.emplace_back(read_attr_str(f, "input_path", o.results), "where the job read it");
+  for (auto& place : places_of(stored, output_path, o.results)) places.push_back(std::move(place));
+  if (places.empty()) throw JobError("'" + o.results + "' does not name its input file: give --input FILE.jsonl");
+  std::string tried, mismatch;
+  std::error_code ec;
+  for (const auto& [path, how] : places) {
+    if (tried.find("'" + path + "'") != std::string::npos) continue;
+    tried += (tried.empty() ? "'" : ", '") + path + "'";
+    if (!std::filesystem::is_regular_file(path, ec)) continue;
+    const std::string here = fingerprint(path);
+    if (there.empty() || here == there) return {path, how};
+    if (mismatch.empty()) mismatch = not_the_one(path, here);
+  }
+  if (!mismatch.empty())
+    throw JobError(mismatch + " (looked at " + tried + "); give --input with the job's input file as it was");
+  throw JobError("cannot find the job's input file (looked at " + tried + "); give --input FILE.jsonl");
 }
 
 }  // namespace
@@ -169,13 +294,27 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
     throw JobError("--format openai needs the results of a generate or embed job; '" + o.results + "' is task: " + task);
 
   // The job's input: an openai export reads it; no export may write over it.
-  std::string in_path = o.input;
-  if (in_path.empty() && has_attr(f, "job_yaml")) {
+  std::string in_path, id_field = "id", output_path;  // the job's input.path, input.id_field, output.path
+  JobSpec sample_job;  // what samples_of_line reads: the task and sampling.n
+  sample_job.task = task == "generate" ? Task::kGenerate : task == "embed" ? Task::kEmbed : Task::kScore;
+  if (has_attr(f, "job_yaml")) {
     try {
       const YAML::Node y = YAML::Load(read_attr_str(f, "job_yaml", o.results));
       if (y["input"] && y["input"]["path"]) in_path = y["input"]["path"].as<std::string>();
+      if (y["input"] && y["input"]["id_field"]) id_field = y["input"]["id_field"].as<std::string>();
+      if (y["output"] && y["output"]["path"]) output_path = y["output"]["path"].as<std::string>();
+      if (y["sampling"] && y["sampling"]["n"]) sample_job.sampling.n = y["sampling"]["n"].as<int64_t>();
     } catch (const YAML::Exception&) {
     }
+  }
+  if (!o.input.empty()) in_path = o.input;
+  std::optional<JsonlReader> input;
+  if (openai) {
+    // Each output line takes its kind, model and (for rows never run) custom_id from its input
+    // line: only the input the rows were computed from may label them.
+    const FoundInput found = find_input(o, f, in_path, output_path);
+    in_path = found.path;
+    log_info("export: the job's input is '%s' (%s)", in_path.c_str(), found.how.c_str());
   }
   const bool to_stdout = o.output.empty() || o.output == "-";
   if (!to_stdout) {
@@ -186,26 +325,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
                        (read == in_path ? "the job's input file" : "the results file or its companions") +
                        "): writing it would destroy it; choose another --output");
   }
-  std::optional<JsonlReader> input;
-  if (openai) {
-    if (in_path.empty()) throw JobError("'" + o.results + "' does not name its input file: give --input FILE.jsonl");
-    // Each output line takes its kind and model from its input line: only the input the rows were
-    // computed from may label them.
-    if (has_attr(f, "input_fingerprint")) {
-      const std::string there = read_attr_str(f, "input_fingerprint", o.results);
-      std::string here;
-      try {
-        here = input_fingerprint(in_path);
-      } catch (const Error& e) {
-        throw JobError(std::string(e.what()) + " (give --input with the job's input file)");
-      }
-      if (here != there)
-        throw JobError("input file '" + in_path + "' is not the one '" + o.results + "' was computed from (its " +
-                       "fingerprint is " + here + ", the results were computed from " + there + "): its lines would " +
-                       "label other rows; give --input with the job's input file as it was");
-    }
-    input.emplace(in_path);
-  }
+  if (openai) input.emplace(in_path);
 
   std::ofstream file_out;
   if (!to_stdout) {
@@ -217,6 +337,9 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   struct stat st {};
   const int64_t created = ::stat(o.results.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : 0;
   const std::string model_name = std::filesystem::path(model).filename().string();
+  // Request ids: batch_req_<job_id>-<line> (a file older than job ids: batch_req_<line>).
+  const std::string job_id = read_job_id(f, o.results);
+  TokenNames names(places_of(model, output_path, o.results));
 
   RowsReader r(f, o.results);
   // /embedding (task: embed) and /truncated_tokens (input.truncate: left), when the file has them.
@@ -229,6 +352,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
   const hsize_t step = 1024;
   std::string line;
   ojson pending;             // openai: the current input line's output, written once its samples are in
+  int64_t samples_left = 0;  // openai: rows of the pending line still to come
   bool pending_chat = false;
   // A further sample of the pending line: one more choice, or the whole line not computed / an
   // error when this sample is (a line's samples fail together: they share the prompt).
@@ -243,7 +367,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
       return;
     }
     ojson& body = j["response"]["body"];
-    body["choices"].push_back(openai_choice(pending_chat, sample, finish, txt, toks, lps, tids, tlps));
+    body["choices"].push_back(openai_choice(pending_chat, sample, finish, txt, toks, lps, tids, tlps, names));
     const size_t completion = body["usage"]["completion_tokens"].get<size_t>() + toks.size();
     body["usage"]["completion_tokens"] = completion;
     body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"].get<size_t>() + completion;
@@ -293,20 +417,26 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         continue;
       }
-      // One output line per input line: a line's further samples (n > 1) are more choices of it.
-      const int64_t line_no = extra_spec.samples ? extras[i].line : row;
-      if (extra_spec.samples && extras[i].sample > 0 && !pending.is_null()) {
+      // One output line per input line: a line's further samples (n > 1) are more choices of it. How
+      // many rows a line has comes from the line itself (samples_of_line), as when the job ran: a
+      // row never finished has no /input_line or /sample of its own.
+      if (samples_left > 0 && !pending.is_null()) {
+        --samples_left;
         add_choice(pending, done[i] != 0, fin[i], text[i], ot[i], lp[i], top_ids[i], top_lps[i], extras[i].sample);
         continue;
       }
       if (!pending.is_null()) out << pending.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       pending = nullptr;
       RequestInfo req;
-      if (input->next(line)) req = request_info(line);
+      const bool have_line = input->next(line);
+      if (have_line) req = request_info(line);
+      samples_left = have_line && extra_spec.samples ? samples_of_line(line, sample_job) - 1 : 0;
+      const int64_t line_no = have_line ? input->lines_read() - 1 : extra_spec.samples ? extras[i].line : row;
       pending_chat = req.chat;
-      const std::string n = std::to_string(line_no);
+      const std::string n = job_id.empty() ? std::to_string(line_no) : job_id + "-" + std::to_string(line_no);
       j["id"] = "batch_req_" + n;
-      j["custom_id"] = ids[i];
+      // A row the job never finished has no id stored: its input line's, so it can be sent again.
+      j["custom_id"] = done[i] || !have_line ? ids[i] : input_line_id(line, line_no, id_field);
       if (!done[i]) {
         j["response"] = nullptr;
         j["error"] = {{"code", "not_computed"},
@@ -330,7 +460,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         j["response"] = {{"status_code", 200}, {"request_id", "req_" + n}, {"body", body}};
         j["error"] = nullptr;
       } else {
-        const ojson choice = openai_choice(req.chat, 0, fin[i], text[i], ot[i], lp[i], top_ids[i], top_lps[i]);
+        const ojson choice = openai_choice(req.chat, 0, fin[i], text[i], ot[i], lp[i], top_ids[i], top_lps[i], names);
         ojson body;
         body["id"] = (req.chat ? "chatcmpl-" : "cmpl-") + n;
         body["object"] = req.chat ? "chat.completion" : "text_completion";

@@ -14,7 +14,9 @@
 #include "app/collective_check.h"
 #include "app/compute_plane.h"
 #include "backend/backend.h"
+#include "chat/chat_template.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/saturating.h"
 #include "common/version.h"
 #include "engine/progress.h"
@@ -68,8 +70,8 @@ int64_t kv_blocks(const JobSpec& job, const ModelConfig& cfg, const Topology& to
     tokens = std::min(fit, saturating_mul(job.engine.max_seqs, cfg.max_position_embeddings));
   } else if (tokens > fit) {
     if (log)
-      std::fprintf(stderr, "[tpbatch] warning: engine.kv_cache_tokens %lld is more than memory holds (%lld tokens at "
-                   "engine.memory_utilization %.2f): the KV cache gets %lld\n", static_cast<long long>(tokens),
+      log_warning("engine.kv_cache_tokens %lld is more than memory holds (%lld tokens at "
+                   "engine.memory_utilization %.2f): the KV cache gets %lld", static_cast<long long>(tokens),
                    static_cast<long long>(fit), job.engine.memory_utilization, static_cast<long long>(fit));
     tokens = fit;
   }
@@ -136,11 +138,33 @@ int build_layout(RankJob& r) {
   const int code = collective_check([&] { r.topo = build_topology(r.job.parallel, r.cfg); });
   if (code) return code;
   if (r.log)
-    std::fprintf(stderr, "[tpbatch] %s %s; model %s\n", version(), r.topo.describe().c_str(), r.job.model.c_str());
+    log_info("%s %s; model %s", version(), r.topo.describe().c_str(), r.job.model.c_str());
   return 0;
 }
 
-// The results file (rank 0 writes it): if_exists is honoured before loading the model.
+// The tokenizer (replica leaders keep it) and the job's chat_template file, checked before the
+// results file is touched: a model folder without tokenizer.json, or a template that does not
+// parse, ends the job with the output as it was.
+int load_tokenizer_and_check_chat_template(RankJob& r) {
+  return collective_check([&] {
+    if (!r.topo.is_replica_leader()) return;
+    const std::filesystem::path tokenizer = std::filesystem::path(r.job.model) / "tokenizer.json";
+    std::error_code ec;
+    if (!std::filesystem::exists(tokenizer, ec))
+      throw Error("model folder '" + r.job.model + "' has no tokenizer.json ('" + tokenizer.string() +
+                  "' not found): tpbatch needs it to tokenize the input");
+    r.tokenizer = Tokenizer::load(tokenizer);
+    if (r.job.chat_template.empty()) return;
+    try {
+      (void)chat::ChatTemplate::load(r.job.model, r.job.chat_template);
+    } catch (const Error& e) {
+      throw JobError(std::string("chat_template: ") + e.what());
+    }
+  });
+}
+
+// The results file (rank 0 writes it): if_exists is honoured before loading the model. A new file
+// (overwrite, or none there yet) replaces the output only once the first row is recorded.
 int open_results(RankJob& r) {
   const JobSpec& job = r.job;
   const ModelConfig& cfg = r.cfg;
@@ -169,8 +193,8 @@ int make_backend(RankJob& r) {
   const int code = collective_check([&] { r.plane.emplace(make_compute_plane(r.job, r.topo)); });
   if (code) return code;
   if (r.log) {
-    std::fprintf(stderr, "[tpbatch] backend %s (%s)\n", r.plane->backend->name().c_str(), r.plane->reason.c_str());
-    std::fprintf(stderr, "[tpbatch] CPU threads per rank: %d on rank 0 (%s)\n", cpu.threads, cpu.why.c_str());
+    log_info("backend %s (%s)", r.plane->backend->name().c_str(), r.plane->reason.c_str());
+    log_info("CPU threads per rank: %d on rank 0 (%s)", cpu.threads, cpu.why.c_str());
   }
   return 0;
 }
@@ -182,7 +206,7 @@ int check_checkpoint(const RankJob& r) {
     const WeightStore weights = WeightStore::open(r.job.model);
     check_weights_finite(weights, r.world_rank, r.world_size);
     const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, r.cfg), r.cfg);
-    if (r.log && !unused.empty()) std::fprintf(stderr, "[tpbatch] warning: %s\n", unused.c_str());
+    if (r.log && !unused.empty()) log_warning("%s", unused.c_str());
   });
 }
 
@@ -203,7 +227,6 @@ int load_shard(RankJob& r) {
     kv.block_size = job.engine.block_size;
     kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane->device < 0, topo.is_replica_leader());
     r.runner.emplace(std::move(shard), backend, *r.plane->tp, kv);
-    if (topo.is_replica_leader()) r.tokenizer = Tokenizer::load(std::filesystem::path(job.model) / "tokenizer.json");
   });
 }
 
@@ -218,13 +241,11 @@ void report_memory(const RankJob& r) {
   if (!r.log) return;
   const KvLayout& kv = runner.kv_layout();
   const int64_t kv_tokens = kv.num_blocks * kv.block_size;
-  std::fprintf(stderr,
-               "[tpbatch] weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0\n",
+  log_info("weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0",
                most / (1 << 20), least / (1 << 20), r.plane->backend->name().c_str(),
                dtype_name(runner.shard().weight_dtype), resident_mib());
-  std::fprintf(stderr,
-               "[tpbatch] KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
-               "for %lld-token rows\n",
+  log_info("KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
+               "for %lld-token rows",
                static_cast<long long>(kv_tokens),
                static_cast<long long>(ModelRunner::kv_bytes_per_token(
                    cfg, topo.layout.tensor, layers_of_stage(cfg.num_layers, topo.layout.pipeline, 0).size(), kv.dtype)),
@@ -239,20 +260,20 @@ void report_memory(const RankJob& r) {
 void report_replica_zero(const RankJob& r, const ReplicaStats& stats) {
   const Topology& topo = r.topo;
   const ComputePlane& plane = *r.plane;
-  std::fprintf(stderr, "[tpbatch] replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld\n",
+  log_info("replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld",
                static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
                static_cast<long long>(stats.prefix_cache_hit_tokens));
+  if (topo.layout.tensor <= 1) return;  // one rank per replica: its collectives are no-ops
   for (const auto& [name, st] : plane.tp->stats())
-    std::fprintf(stderr, "[tpbatch] rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)\n",
+    log_info("rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)",
                  name.c_str(), static_cast<long long>(st.calls), static_cast<long long>(st.bytes), st.seconds,
                  stats.steps ? static_cast<double>(st.calls) / static_cast<double>(stats.steps) : 0.0);
-  if (topo.layout.tensor > 1 && stats.steps > 0 && plane.tp->stats().count("allreduce")) {
+  if (stats.steps > 0 && plane.tp->stats().count("allreduce")) {
     const CollectiveStats& ar = plane.tp->stats().at("allreduce");
     const double t = topo.layout.tensor, steps = static_cast<double>(stats.steps);
     const double model_s = ar.calls * kCpuAlphaUs * 1e-6 + 2 * (t - 1) / t * ar.bytes / (kCpuBusBandwidthGBs * 1e9);
-    std::fprintf(stderr,
-                 "[tpbatch] allreduce per step: %.1f calls, %.3f ms = %.1f%% of the step (%.3f ms); alpha-beta model "
-                 "(alpha %.1f us, B %.1f GB/s): %.3f ms\n",
+    log_info("allreduce per step: %.1f calls, %.3f ms = %.1f%% of the step (%.3f ms); alpha-beta model "
+                 "(alpha %.1f us, B %.1f GB/s): %.3f ms",
                  ar.calls / steps, ar.seconds / steps * 1e3, 100.0 * ar.seconds / std::max(1e-12, stats.step_seconds),
                  stats.step_seconds / steps * 1e3, kCpuAlphaUs, kCpuBusBandwidthGBs, model_s / steps * 1e3);
   }
@@ -266,6 +287,9 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   std::vector<uint8_t> done = writer.done_rows();
   int64_t already = 0;
   for (uint8_t d : done) already += d;
+  if (job.output.if_exists == IfExists::kResume && already > 0)
+    log_info("resuming: %lld of %lld rows done (in %s); computing the other %lld", static_cast<long long>(already),
+             static_cast<long long>(r.num_rows), job.output.path.c_str(), static_cast<long long>(r.num_rows - already));
   Progress progress(r.num_rows, already, job.engine.progress_interval, stderr);
   RowDispatcher dispatcher(job.input.path, job, r.num_lines, done, writer, progress, control,
                            r.topo.layout.data() - 1);
@@ -275,20 +299,20 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   report_replica_zero(r, stats);
   while (!dispatcher.remote_replicas_done()) dispatcher.serve(true);
   if (r.topo.layout.data() > 1)
-    std::fprintf(stderr, "[tpbatch] input lines handed to each replica, by its leader's rank: %s\n",
+    log_info("input lines handed to each replica, by its leader's rank: %s",
                  dispatcher.lines_per_replica().c_str());
   progress.print_final();
   writer.finish(progress.metrics());
   int exit_code = kExitOk;
   const std::string missing = describe_missing_rows(writer.done_rows(), r.num_rows != r.num_lines);
   if (!missing.empty() && !stop_requested()) {  // never exit 0 with rows missing
-    std::fprintf(stderr, "tpbatch: error: the job ended with %s; rerun the same job (output.if_exists: resume) "
-                 "to compute them\n", missing.c_str());
+    log_error("the job ended with %s; rerun the same job (output.if_exists: resume) "
+                 "to compute them", missing.c_str());
     exit_code = kExitFailure;
   }
   if (stop_requested()) {
-    std::fprintf(stderr, "[tpbatch] interrupted by a signal: finished rows are saved in %s; rerun the same job "
-                 "(output.if_exists: resume) to compute the rest\n", job.output.path.c_str());
+    log_info("interrupted by a signal: finished rows are saved in %s; rerun the same job "
+                 "(output.if_exists: resume) to compute the rest", job.output.path.c_str());
     exit_code = kExitFailure;
   }
   return exit_code;
@@ -312,11 +336,11 @@ int run_rows(RankJob& r, ReplicaStats& stats) {
     }
     MPI_Comm_free(&control);
   } catch (const Error& e) {
-    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", r.world_rank, e.what());
+    log_plain("tpbatch: error on rank %d: %s", r.world_rank, e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, e.exit_code());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tpbatch: error on rank %d: %s\n", r.world_rank, e.what());
+    log_plain("tpbatch: error on rank %d: %s", r.world_rank, e.what());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, kExitFailure);
   }
@@ -331,10 +355,14 @@ void report_pipeline_busy(const RankJob& r, const ReplicaStats& stats) {
   const double mine = stats.busy_fraction();
   MPI_Gather(&mine, 1, MPI_DOUBLE, busy.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (!r.log) return;
-  std::fprintf(stderr, "[tpbatch] pipeline busy fraction per stage (replica 0):");
-  for (int p = 0; p < topo.layout.pipeline; ++p)
-    std::fprintf(stderr, " stage %d %.2f", p, busy[static_cast<size_t>(world_rank_of(topo.layout, RankCoords{0, p, 0}))]);
-  std::fprintf(stderr, "\n");
+  std::string stages;
+  for (int p = 0; p < topo.layout.pipeline; ++p) {
+    char one[48];
+    std::snprintf(one, sizeof one, " stage %d %.2f", p,
+                  busy[static_cast<size_t>(world_rank_of(topo.layout, RankCoords{0, p, 0}))]);
+    stages += one;
+  }
+  log_info("pipeline busy fraction per stage (replica 0):%s", stages.c_str());
 }
 
 }  // namespace
@@ -361,11 +389,13 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   r.world_rank = world_rank;
   r.world_size = world_size;
   r.log = world_rank == 0;
+  set_log_rank(world_rank);
 
   // 1. The job, the model and the layout, agreed and checked on every rank.
   if (int code = read_and_agree_on_job(r, job_path, sets, liveness)) return finish(code);
   if (int code = build_layout(r)) return finish(code);
-  // 2. The results file, before the model is loaded.
+  // 2. The tokenizer and chat template, then the results file, before the model is loaded.
+  if (int code = load_tokenizer_and_check_chat_template(r)) return finish(code);
   if (int code = open_results(r)) return finish(code);
   // 3. The backend, this rank's shard of the weights, and the tokenizer.
   if (int code = make_backend(r)) return finish(code);

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
+
+#include "common/log.h"
 
 namespace tpbatch {
 namespace {
@@ -58,25 +61,39 @@ void Progress::print_line(bool final_line) {
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = t > 0 ? (done_ - skipped_) / t : 0.0;
   const double eta = rate > 0 ? (total_ - done_) / rate : 0.0;
-  std::fprintf(out_, "%s[tpbatch] rows %lld/%lld (%.1f%%)  errors %lld  in %.0f tok/s  out %.0f tok/s  elapsed %.0fs  ETA %.0fs%s",
-               tty_ ? "\r" : "", static_cast<long long>(done_), static_cast<long long>(total_),
-               total_ ? 100.0 * done_ / total_ : 100.0, static_cast<long long>(errors_), t > 0 ? prompt_tokens_ / t : 0.0,
-               t > 0 ? output_tokens_ / t : 0.0, t, eta, (tty_ && !final_line) ? "\033[K" : "\n");
-  std::fflush(out_);
+  char body[320];
+  std::snprintf(body, sizeof body,
+                "[tpbatch] rows %lld/%lld (%.1f%%)  errors %lld  in %.0f tok/s  out %.0f tok/s  elapsed %.0fs  ETA %.0fs",
+                static_cast<long long>(done_), static_cast<long long>(total_), total_ ? 100.0 * done_ / total_ : 100.0,
+                static_cast<long long>(errors_), t > 0 ? prompt_tokens_ / t : 0.0, t > 0 ? output_tokens_ / t : 0.0, t,
+                eta);
+  // On a terminal the line rewrites itself ("\r", then "erase to the end of the line").
+  write((tty_ ? "\r" : "") + log_prefix() + body + ((tty_ && !final_line) ? "\033[K" : "\n"));
+}
+
+void Progress::write(const std::string& text) {
+  if (out_ == stderr) {
+    log_raw(text);
+  } else {
+    std::fputs(text.c_str(), out_);
+    std::fflush(out_);
+  }
 }
 
 void Progress::print_final() {
   print_line(true);
   const RunMetrics m = metrics();
-  std::fprintf(out_,
-               "[tpbatch] done: %lld rows (%lld errors) in %.2fs; %lld prompt + %lld output tokens; %.1f output tok/s, "
-               "%.1f total tok/s; TTFT p50 %.3fs p99 %.3fs; TPOT p50 %.4fs p99 %.4fs\n",
-               static_cast<long long>(done_ - skipped_), static_cast<long long>(errors_), m.wall_seconds,
-               static_cast<long long>(prompt_tokens_), static_cast<long long>(output_tokens_),
-               m.output_tokens_per_second, m.total_tokens_per_second, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99);
-  std::fprintf(out_, "[tpbatch] prompt tokens: %lld computed, %lld cached (prefix cache)\n",
-               static_cast<long long>(prompt_tokens_ - prompt_tokens_cached_), static_cast<long long>(prompt_tokens_cached_));
-  std::fflush(out_);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "[tpbatch] done: %lld rows (%lld errors) in %.2fs; %lld prompt + %lld output tokens; %.1f output tok/s, "
+                "%.1f total tok/s; TTFT p50 %.3fs p99 %.3fs; TPOT p50 %.4fs p99 %.4fs\n",
+                static_cast<long long>(done_ - skipped_), static_cast<long long>(errors_), m.wall_seconds,
+                static_cast<long long>(prompt_tokens_), static_cast<long long>(output_tokens_),
+                m.output_tokens_per_second, m.total_tokens_per_second, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99);
+  write(log_prefix() + line);
+  std::snprintf(line, sizeof line, "[tpbatch] prompt tokens: %lld computed, %lld cached (prefix cache)\n",
+                static_cast<long long>(prompt_tokens_ - prompt_tokens_cached_), static_cast<long long>(prompt_tokens_cached_));
+  write(log_prefix() + line);
 }
 
 RunMetrics Progress::metrics() const {

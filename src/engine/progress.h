@@ -1,9 +1,12 @@
 #pragma once
 // Rank 0's progress display: rows done/total, input and output tokens/s, ETA. One updating line
-// on a terminal; a plain line every interval seconds otherwise (Slurm logs).
+// on a terminal; a plain line every interval seconds otherwise (mpirun's and Slurm's pipes and
+// logs). maybe_print is called whenever the engine loop passes by, not only when a row ends, so
+// the lines keep coming while long rows run.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "io/result_writer.h"
@@ -21,6 +24,7 @@ class Progress {
 
  private:
   void print_line(bool final_line);
+  void write(const std::string& text);  // stderr through common/log.h, or the stream given
   std::FILE* out_;
   bool tty_;
   double interval_;

@@ -6,6 +6,7 @@
 #include <list>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "reliability/fault_injection.h"
 #include "reliability/shutdown.h"
 
@@ -181,8 +182,8 @@ bool RowDispatcher::next_input_row(WorkItem& item) {
     if (next_index_ >= lines_) {
       input_done_ = true;
       if (reader_.next(line))
-        std::fprintf(stderr, "[tpbatch] warning: input file '%s' has more rows than the %lld it had when the job "
-                     "started (appended while it ran?): they are not part of this job\n",
+        log_warning("input file '%s' has more rows than the %lld it had when the job "
+                     "started (appended while it ran?): they are not part of this job",
                      input_path_.c_str(), static_cast<long long>(lines_));
       if (next_row_ != rows) throw changed_input();
       break;
@@ -272,8 +273,8 @@ void RowDispatcher::replica_done(int rank) {
   held_.erase(it);
   // Handed out again only if some replica will still ask (exhausted_: all were told "no more").
   if (!stop_requested()) exhausted_ = false;  // replica 0, at least, is still asking
-  std::fprintf(stderr, "[tpbatch] warning: the replica led by rank %d ended with %zu rows unfinished (was it "
-               "signalled?): they are handed out again\n", rank, n);
+  log_warning("the replica led by rank %d ended with %zu rows unfinished (was it "
+               "signalled?): they are handed out again", rank, n);
 }
 
 void RowDispatcher::record(const RowResult& row) {
@@ -286,7 +287,7 @@ void RowDispatcher::record(const RowResult& row) {
   }
   if (row.warning_kind != kNoWarning && !warned_[row.warning_kind]) {  // once per job, whichever replica
     warned_[row.warning_kind] = true;
-    std::fprintf(stderr, "[tpbatch] warning: %s\n", row.warning.c_str());
+    log_warning("%s", row.warning.c_str());
   }
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
   writer_.write(row);
@@ -325,6 +326,7 @@ void RowDispatcher::handle(const MPI_Status& st) {
 }
 
 void RowDispatcher::serve(bool wait) {
+  progress_.maybe_print();  // every step of replica 0 passes here: progress while no row ends
   for (;;) {
     MPI_Status st;
     int ready = 0;

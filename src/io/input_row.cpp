@@ -396,6 +396,26 @@ int64_t json_nesting_depth(std::string_view text, int64_t stop_above) {
   return deepest;
 }
 
+std::string input_line_id(std::string_view line, int64_t index, const std::string& id_field) {
+  std::string id = std::to_string(index);
+  if (json_nesting_depth(line) > kMaxJsonDepth) return id;
+  try {
+    const json obj = json::parse(line.begin(), line.end());
+    if (!obj.is_object()) return id;
+    if (obj.contains("custom_id") && obj.contains("body")) {  // an OpenAI request: its custom_id
+      const json& c = obj["custom_id"];
+      return c.is_string() ? c.get<std::string>() : id;
+    }
+    auto it = obj.find(id_field);
+    if (it == obj.end() || it->is_null()) return id;
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_number_float()) return number_as_written(line, id_field);
+    if (it->is_number()) return it->dump();
+  } catch (const json::exception&) {
+  }
+  return id;
+}
+
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size) {
   LineContext ctx{index, std::to_string(index)};
   if (is_blank_line(line)) ctx.bad("empty line");

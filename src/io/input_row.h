@@ -41,6 +41,11 @@ struct BadLine {
 // value, token id outside [0, vocab_size), a key the job does not read (input.unknown_keys: error).
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size);
 
+// The id the rows of a line get (an OpenAI request's custom_id, else the id_field's value, else the
+// 0-based line index), as parse_input_row reads it; for a line a run has not reached (export names
+// the rows it never finished). A line too broken to read gives its index.
+std::string input_line_id(std::string_view line, int64_t index, const std::string& id_field);
+
 // Reads lines one by one; a final line without '\n' counts; blank lines at the end of the file do not
 // (a blank line followed by a non-blank one is a row, and a bad line).
 class JsonlReader {

@@ -17,6 +17,7 @@
 #include "io/output_paths.h"
 #include "io/row_journal.h"
 #include "io/result_writer.h"
+#include "io/results_file.h"
 #include "io/results_hdf5.h"
 
 namespace tpbatch {
@@ -77,6 +78,7 @@ void inspect_once(const std::string& path, std::ostream& out) {
   out << "tpbatch     " << str_attr("tpbatch_version") << " (format " << int_attr("format_version") << ")\n";
   out << "model       " << str_attr("model") << "\n";
   out << "task        " << str_attr("task") << "\n";
+  if (const std::string job_id = read_job_id(f, path); !job_id.empty()) out << "job id      " << job_id << "\n";
   out << "layout      world " << int_attr("world_size") << " = tensor " << int_attr("tensor_parallel") << " x pipeline "
       << int_attr("pipeline_parallel") << " x data " << int_attr("data_parallel") << "\n";
 

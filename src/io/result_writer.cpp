@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <random>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "io/file_commit.h"
 #include "io/output_lock.h"
 #include "io/output_paths.h"
@@ -48,15 +48,7 @@ void sanitize_utf8(std::string& s) {
 }
 
 // A fresh identifier for each committed file: a journal extends exactly the commit it names.
-std::string new_commit_id() {
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  char out[40];
-  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(gen()),
-                static_cast<unsigned long long>(gen()));
-  return out;
-}
+std::string new_commit_id() { return new_random_id(); }
 
 // ---- the writer ----------------------------------------------------------------------------------------
 
@@ -79,11 +71,25 @@ class CommittingResultWriter final : public ResultWriter {
     }
     std::error_code ec;
     fs::remove(paths_.partial, ec);
+    // A run that ended before its first row made nothing: the lock file it created goes too (a
+    // journal with content is an earlier run's, extending the file that is still there).
+    if (fresh_pending_ && fs::exists(paths_.journal, ec) && fs::file_size(paths_.journal, ec) == 0 && !ec)
+      lock_.remove_and_release();
   }
 
-  // A new, empty results file, committed at once (the output path never holds a half-made file),
-  // then a journal extending it.
+  // A new results file, made when the first row is recorded (or at finish): until then the output
+  // path keeps what it held, so a run that fails before any row (a missing tokenizer, a device it
+  // does not have, weights that do not load) leaves an earlier job's file as it was.
   void start_fresh() {
+    fresh_pending_ = true;
+    done_.assign(static_cast<size_t>(info_.num_rows), 0);
+  }
+
+  // The new, empty results file, committed (the output path never holds a half-made file), then a
+  // journal extending it.
+  void commit_fresh_file() {
+    if (!fresh_pending_) return;
+    fresh_pending_ = false;
     const std::string commit = new_commit_id();
     {
       ResultsFile f = ResultsFile::create(paths_.partial, name(), info_);
@@ -92,7 +98,6 @@ class CommittingResultWriter final : public ResultWriter {
     }
     commit_by_rename(paths_.partial, paths_.file, name());
     journal_ = RowJournal::start(paths_.journal, commit, name());
-    done_.assign(static_cast<size_t>(info_.num_rows), 0);
     begin_partial_copy();
   }
 
@@ -130,8 +135,8 @@ class CommittingResultWriter final : public ResultWriter {
     if (grown_from) {
       if (work_->num_rows() < info_.num_rows) work_->grow(info_.num_rows);
       done_.resize(static_cast<size_t>(info_.num_rows), 0);
-      std::fprintf(stderr, "[tpbatch] results file '%s': the input grew from %lld to %lld rows, its first %lld lines "
-                   "unchanged: only the new ones are computed\n", name().c_str(), static_cast<long long>(grown_from),
+      log_info("results file '%s': the input grew from %lld to %lld rows, its first %lld lines "
+                   "unchanged: only the new ones are computed", name().c_str(), static_cast<long long>(grown_from),
                    static_cast<long long>(info_.num_rows), static_cast<long long>(grown_from));
     }
     replay_journal(base);
@@ -157,9 +162,10 @@ class CommittingResultWriter final : public ResultWriter {
   // The journal first: once its append returns (synced), the rows are done, whatever happens to the
   // partial file, which is only written (never synced) until the commit.
   void flush() override {
-    if (!work_ || failed_) return;
+    if (failed_ || (!work_ && !fresh_pending_)) return;
     try {
       if (!buffer_.empty()) {
+        commit_fresh_file();
         std::vector<const RowResult*> rows;
         rows.reserve(buffer_.size());
         for (const auto& [idx, r] : buffer_) rows.push_back(&r);
@@ -185,6 +191,7 @@ class CommittingResultWriter final : public ResultWriter {
     if (failed_) throw Error("results file '" + name() + "': not finished: an earlier write failed");
     flush();
     try {
+      commit_fresh_file();  // a run that recorded no row still leaves its (empty) file
       work_->add_run_metrics(m);
       work_->set_complete(std::all_of(done_.begin(), done_.end(), [](uint8_t v) { return v != 0; }));
       work_->set_writer_open(false);
@@ -210,6 +217,7 @@ class CommittingResultWriter final : public ResultWriter {
     work_.emplace(ResultsFile::open(paths_.partial, name(), true));
     if (const std::string why = work_->resume_refusal(info_); !why.empty())
       throw Error("results file '" + name() + "': its copy '" + paths_.partial + "' cannot be written: " + why);
+    if (work_->job_id().empty()) work_->set_job_id(new_random_id());  // a file older than job ids gets one
     start_run_attrs();
   }
 
@@ -223,6 +231,7 @@ class CommittingResultWriter final : public ResultWriter {
   // a fresh file, so that nothing written from now on shares HDF5 structures with a half-updated state.
   void rebuild_from(ResultsFile& old) {
     work_.emplace(ResultsFile::create(paths_.partial, name(), info_));
+    if (const std::string id = old.job_id(); !id.empty()) work_->set_job_id(id);  // the same job
     work_->copy_metrics_from(old);
     start_run_attrs();
     const int64_t rows = static_cast<int64_t>(done_.size());
@@ -237,8 +246,8 @@ class CommittingResultWriter final : public ResultWriter {
       work_->write_rows(keep);
       copied += static_cast<int64_t>(keep.size());
     }
-    std::fprintf(stderr, "[tpbatch] results file '%s' was not closed by its last run: its %lld done rows were "
-                 "copied into a fresh file\n", name().c_str(), static_cast<long long>(copied));
+    log_info("results file '%s' was not closed by its last run: its %lld done rows were "
+                 "copied into a fresh file", name().c_str(), static_cast<long long>(copied));
   }
 
   // Rows of a journal extending the committed file (`base`) go into the partial file and count as
@@ -267,11 +276,11 @@ class CommittingResultWriter final : public ResultWriter {
     if (c.has_header && c.base_commit == base) {
       journal_ = RowJournal::resume(paths_.journal, c, name());
       if (replayed)
-        std::fprintf(stderr, "[tpbatch] results file '%s': %lld rows finished by its last run were replayed from "
-                     "its journal\n", name().c_str(), static_cast<long long>(replayed));
+        log_info("results file '%s': %lld rows finished by its last run were replayed from "
+                     "its journal", name().c_str(), static_cast<long long>(replayed));
       if (beyond)
-        std::fprintf(stderr, "[tpbatch] warning: results file '%s': %lld journal rows lie past its %zu rows and "
-                     "were ignored\n", name().c_str(), static_cast<long long>(beyond), done_.size());
+        log_warning("results file '%s': %lld journal rows lie past its %zu rows and "
+                     "were ignored", name().c_str(), static_cast<long long>(beyond), done_.size());
     } else {
       journal_ = RowJournal::start(paths_.journal, base, name());
     }
@@ -287,6 +296,7 @@ class CommittingResultWriter final : public ResultWriter {
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
   bool finished_ = false;
   bool failed_ = false;   // a flush failed: nothing more is written
+  bool fresh_pending_ = false;  // start_fresh: the new file is not made yet (commit_fresh_file)
 };
 
 }  // namespace

@@ -2,10 +2,14 @@
 #include "io/results_file.h"
 
 #include <algorithm>
+#include <chrono>
+#include <random>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/version.h"
 #include "io/input_row.h"
 #include "io/output_paths.h"
@@ -17,6 +21,8 @@ namespace tpbatch {
 using namespace h5;
 
 namespace {
+
+constexpr const char* kJobIdAttribute = "job_id";
 
 constexpr int64_t kFormatVersion = 1;
 constexpr hsize_t kChunkRows = 1024;
@@ -60,6 +66,7 @@ ResultsFile ResultsFile::create(const std::string& file, const std::string& name
   f.extra_.create(f.file_, f.num_rows_);
   write_attr(f.file_, "format_version", kFormatVersion, name);
   f.write_run_attrs(info);
+  f.set_job_id(info.job_id.empty() ? new_random_id() : info.job_id);
   f.set_complete(false);
   f.set_writer_open(false);
   return f;
@@ -205,9 +212,8 @@ void ResultsFile::drop_unreadable_done_rows(std::vector<uint8_t>& done) {
     H5Dvlen_reclaim(types_.str, mspace, H5P_DEFAULT, fin.data());
   }
   if (dropped)
-    std::fprintf(stderr,
-                 "[tpbatch] warning: results file '%s': %lld rows marked done do not read back (first: row %lld): "
-                 "they are computed again\n",
+    log_warning("results file '%s': %lld rows marked done do not read back (first: row %lld): "
+                 "they are computed again",
                  name_.c_str(), static_cast<long long>(dropped), static_cast<long long>(first));
 }
 
@@ -292,6 +298,11 @@ void ResultsFile::write_run_attrs(const RunInfo& info) {
   write_attr(file_, "data_parallel", info.data_parallel, name_);
   write_attr(file_, "num_rows", num_rows_, name_);
   if (!info.input_fingerprint.empty()) write_attr(file_, "input_fingerprint", info.input_fingerprint, types_, name_);
+  if (!info.input_path.empty()) {  // where this run read its input: export finds it from anywhere
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(info.input_path, ec);
+    if (!ec) write_attr(file_, "input_path", abs.lexically_normal().string(), types_, name_);
+  }
   if (!info.model_fingerprint.empty()) write_attr(file_, "model_fingerprint", info.model_fingerprint, types_, name_);
   if (!info.chat_template_fingerprint.empty())
     write_attr(file_, "chat_template_fingerprint", info.chat_template_fingerprint, types_, name_);
@@ -353,6 +364,23 @@ std::string ResultsFile::commit_id() const {
   return has_attr(file_, "commit_id") ? read_attr_str(file_, "commit_id", name_) : "";
 }
 void ResultsFile::set_commit_id(const std::string& id) { write_attr(file_, "commit_id", id, types_, name_); }
+std::string ResultsFile::job_id() const { return read_job_id(file_, name_); }
+void ResultsFile::set_job_id(const std::string& id) { write_attr(file_, kJobIdAttribute, id, types_, name_); }
+
+std::string read_job_id(hid_t file, const std::string& name) {
+  return has_attr(file, kJobIdAttribute) ? read_attr_str(file, kJobIdAttribute, name) : "";
+}
+
+std::string new_random_id() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  char out[40];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(gen()),
+                static_cast<unsigned long long>(gen()));
+  return out;
+}
+
 bool ResultsFile::writer_open() const {
   return !has_attr(file_, "writer_open") || read_attr_int(file_, "writer_open", name_) != 0;
 }

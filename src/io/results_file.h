@@ -51,6 +51,8 @@ class ResultsFile {
   void copy_metrics_from(ResultsFile& other);          // the earlier runs' totals
   std::string commit_id() const;                       // "" for a file older than commit ids
   void set_commit_id(const std::string& id);
+  std::string job_id() const;                          // read_job_id
+  void set_job_id(const std::string& id);
   bool writer_open() const;  // a file an older tpbatch was writing in place when it stopped
   void set_writer_open(bool open);
   void set_complete(bool complete);
@@ -72,6 +74,16 @@ class ResultsFile {
   int64_t grow_to_ = 0;
   bool writable_ = false;
 };
+
+// The job's identity, root attribute `job_id`: 128 random bits as 32 hex digits, written when the
+// job's results file is created (create(): RunInfo::job_id, or a fresh one) and kept by every later
+// run that resumes it and by anything that rebuilds or combines its files; `tpbatch export` builds
+// the request ids from it, so two jobs' exports never share an id. "" for a file older than job ids
+// (a resume gives it one).
+std::string read_job_id(hid_t file, const std::string& name);
+
+// 128 random bits as 32 hex digits: job ids, commit ids.
+std::string new_random_id();
 
 // The extra datasets a job's results file has (embedding, truncated tokens, samples).
 OptionalDatasetSpec optional_spec_of(const RunInfo& info);

@@ -20,8 +20,10 @@ struct RunInfo {              // root attributes
   int64_t embedding_dim = 0;       // task: embed: /embedding's width (the hidden size); 0 = no /embedding
   bool truncated_tokens = false;   // input.truncate: left: a /truncated_tokens dataset
   bool samples = false;            // some line has sampling.n > 1: /input_line and /sample datasets
-  std::string input_path{};        // resume accepts an input that grew by appended lines (input_grew_from)
+  std::string input_path{};        // resume accepts an input that grew by appended lines (input_grew_from);
+                                   // root attribute `input_path` (absolute): where export finds the input
   std::string chat_template_fingerprint{};  // the job's chat_template file, if any: resume refuses an edited one
+  std::string job_id{};            // for a new file: its job_id (results_file.h); "" = a fresh random one
 };
 
 struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file

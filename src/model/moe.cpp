@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace tpbatch {
 
@@ -97,9 +98,8 @@ BufferView MoeBlock::scratch(Backend& be, Buffer& b, size_t count, DType dtype) 
 MoeBlock::~MoeBlock() {
   if (!load_ || load_->layer_steps == 0 || !std::getenv("TPBATCH_MOE_STATS")) return;
   const MoeLoad& l = *load_;
-  std::fprintf(stderr,
-               "[tpbatch] moe routing (tp rank %d): %lld layer-steps; tokens per rank per layer-step under the "
-               "expert split: max / mean = %.3f; experts run per layer-step on this rank: %.2f of %lld held\n",
+  log_info("moe routing (tp rank %d): %lld layer-steps; tokens per rank per layer-step under the "
+               "expert split: max / mean = %.3f; experts run per layer-step on this rank: %.2f of %lld held",
                tp_rank_, static_cast<long long>(l.layer_steps), l.sum_max_rank_slots / l.sum_mean_rank_slots,
                l.sum_experts_run / static_cast<double>(l.layer_steps), static_cast<long long>(l.experts_held));
 }

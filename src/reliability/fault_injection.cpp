@@ -8,10 +8,12 @@
 #include <string>
 #include <thread>
 
+#include "common/log.h"
+
 namespace tpbatch {
 
 void stop_self_for_test(const std::string& what) {
-  std::fprintf(stderr, "[tpbatch] test: %s\n", what.c_str());
+  log_info("test: %s", what.c_str());
   std::fflush(stderr);
   raise(SIGSTOP);
 }
@@ -24,7 +26,7 @@ void maybe_stop_for_test(const char* point, int world_rank) {
     const std::string s = sleep;
     if (s.compare(0, here.size() + 1, here + ":") != 0) return;
     const double seconds = std::atof(s.c_str() + here.size() + 1);
-    std::fprintf(stderr, "[tpbatch] test: rank %d sleeps %.1f s at %s\n", world_rank, seconds, point);
+    log_info("test: rank %d sleeps %.1f s at %s", world_rank, seconds, point);
     std::fflush(stderr);
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   }

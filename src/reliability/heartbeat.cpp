@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/log.h"
 #include "reliability/peer_watch.h"
 #include "reliability/watchdog.h"
 
@@ -146,8 +147,8 @@ void Heartbeat::run() {
       sender.send_all(kLeaving, rank_, size_);
       sender.release();
       if (stats)
-        std::fprintf(stderr, "[tpbatch] rank %d heartbeats: longest gap between own rounds %.3f s, longest silence "
-                     "of a peer %.3f s (rank %d), timeout %g s\n", rank_, longest_gap, longest_silence, quietest, timeout);
+        log_info("rank %d heartbeats: longest gap between own rounds %.3f s, longest silence "
+                     "of a peer %.3f s (rank %d), timeout %g s", rank_, longest_gap, longest_silence, quietest, timeout);
       return;
     }
     if (stats)
@@ -159,9 +160,9 @@ void Heartbeat::run() {
     const std::vector<int> silent = watch.silent(t, timeout);
     if (!silent.empty()) {
       const char* call = current_watched_call();
-      std::fprintf(stderr,
+      log_plain(
                    "tpbatch: rank %d (host %s): liveness: %s %s silent: no heartbeat for %.1f s "
-                   "(engine.watchdog_seconds = %g); stopped, dead or cut off; ending the job (this rank was %s%s)\n",
+                   "(engine.watchdog_seconds = %g); stopped, dead or cut off; ending the job (this rank was %s%s)",
                    rank_, hosts_[static_cast<size_t>(rank_)].c_str(), rank_list(silent, hosts_).c_str(),
                    silent.size() == 1 ? "is" : "are", t - watch.last_heard(silent[0]), timeout,
                    said_end ? "at the end of the job" : call ? "in " : "computing or waiting for work",

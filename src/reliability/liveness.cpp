@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/log.h"
+
 namespace tpbatch {
 
 namespace {
@@ -28,8 +30,8 @@ Liveness::Liveness(int provided, double timeout) {
     return;
   }
   if (rank == 0 && !per_call)
-    std::fprintf(stderr, "[tpbatch] warning: the MPI library does not give MPI_THREAD_MULTIPLE: no heartbeats; a "
-                 "blocking call longer than engine.watchdog_seconds ends the job instead\n");
+    log_warning("the MPI library does not give MPI_THREAD_MULTIPLE: no heartbeats; a "
+                 "blocking call longer than engine.watchdog_seconds ends the job instead");
   watchdog_ = std::make_unique<Watchdog>(timeout, rank);
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "common/log.h"
+
 namespace tpbatch {
 namespace {
 
@@ -46,9 +48,9 @@ void Watchdog::run() {
     if (!call || timeout <= 0) continue;
     const double stalled = static_cast<double>(now_ns() - g_since_ns.load()) * 1e-9;
     if (call == g_call.load() && stalled > timeout) {
-      std::fprintf(stderr,
+      log_plain(
                    "tpbatch: rank %d: watchdog: stalled for %.0f s in %s (engine.watchdog_seconds = %.0f); a peer "
-                   "rank is probably dead or stuck; ending the job\n",
+                   "rank is probably dead or stuck; ending the job",
                    rank_, stalled, call, timeout);
       std::fflush(stderr);
       _exit(1);

@@ -144,7 +144,7 @@ results_equal() {
 import os, sys, h5py
 ref_path, paths = sys.argv[1], sys.argv[2:]
 import re
-skip_attrs = {"tpbatch_version", "commit_id"}
+skip_attrs = {"tpbatch_version", "commit_id", "job_id"}
 def attrs(f):
     out = {k: v for k, v in f.attrs.items() if k not in skip_attrs}
     out["job_yaml"] = re.sub(r"(?m)^  (path|if_exists): .*\n", "", str(out.get("job_yaml")))

@@ -124,7 +124,7 @@ t() {
       echo "CRASH: $(grep -m1 -E 'Sanitizer|terminate called|Segmentation fault|core dumped|Aborted' checked.log stdout.log)"
       exit 0
     fi
-    msg=$(grep -v -e '^\[tpbatch\]' -e '^\s*$' checked.log | sed -n 1,4p | cut -c1-300 | tr '\n' '|')
+    msg=$(grep -v -e '\[tpbatch\]' -e '^\s*$' checked.log | sed -n 1,4p | cut -c1-300 | tr '\n' '|')
     if [ "$rc" != "$want" ]; then echo "exit $rc, want $want: $msg"; exit 0; fi
     if ! grep -qE -- "$regex" checked.log; then echo "message does not match /$regex/: $msg"; exit 0; fi
     if [ "$want" = 2 ]; then

@@ -38,12 +38,14 @@ out = [json.loads(l) for l in open(f"{w}/out.jsonl")]
 rows = [json.loads(l) for l in open(f"{w}/rows.jsonl")]
 with h5py.File(f"{w}/openai.h5", "r") as f, h5py.File(f"{w}/plain.h5", "r") as p:
     n = f["id"].shape[0]
+    job_id = f.attrs["job_id"]
+    job_id = job_id.decode() if isinstance(job_id, bytes) else str(job_id)
     assert len(out) == n == len(req) == len(rows), (len(out), n)
     get = lambda h, k, i: h[k][i].decode() if isinstance(h[k][i], bytes) else h[k][i]
     for i in range(n):
         o, r, cid = out[i], req[i], req[i]["custom_id"]
         assert o["custom_id"] == cid == get(f, "id", i), (i, o["custom_id"], cid)
-        assert o["id"] == f"batch_req_{i}"
+        assert o["id"] == f"batch_req_{job_id}-{i}", (o["id"], job_id)
         fin, text = get(f, "finish_reason", i), get(f, "output_text", i)
         if fin != "error":  # the request ran as the equivalent plain row: same tokens, text and end
             for k in ("output_text", "finish_reason"):
@@ -57,7 +59,7 @@ with h5py.File(f"{w}/openai.h5", "r") as f, h5py.File(f"{w}/plain.h5", "r") as p
             assert resp["body"]["error"]["type"] == "invalid_request_error"
             continue
         resp = o["response"]
-        assert o["error"] is None and resp["status_code"] == 200 and resp["request_id"] == f"req_{i}", o
+        assert o["error"] is None and resp["status_code"] == 200 and resp["request_id"] == f"req_{job_id}-{i}", o
         body = resp["body"]
         chat = r["url"] == "/v1/chat/completions"
         assert body["object"] == ("chat.completion" if chat else "text_completion"), body

@@ -41,7 +41,7 @@ took=$($PY -c "print(f'{$(date +%s.%N) - $t0:.1f}')")
 echo "heartbeats: exit $rc in $took s (watchdog $WATCHDOG s, rank 0 sleeping $((2 * WATCHDOG)) s)"
 grep "heartbeats:" "$WORK/heartbeats.log" || true
 grep -q "rank 0 sleeps" "$WORK/heartbeats.log" || fail "rank 0 did not sleep: $(tail -5 "$WORK/heartbeats.log")"
-[ "$rc" = 0 ] || fail "a healthy job failed (exit $rc): $(grep -v '^\[tpbatch\]' "$WORK/heartbeats.log" | head -5)"
+[ "$rc" = 0 ] || fail "a healthy job failed (exit $rc): $(grep -v '\[tpbatch\]' "$WORK/heartbeats.log" | head -5)"
 $PY - "$WORK/out.h5" "$N" <<'PY'
 import h5py, sys
 f = h5py.File(sys.argv[1], "r")

@@ -34,7 +34,7 @@ for victim in 0 1; do
   mpirun_pid=$!
   # Rank 0 prints the KV cache line once every rank has loaded its shard: then the rows run.
   for _ in $(seq 1200); do
-    grep -q "^\[tpbatch\] KV cache:" "$log" && break
+    grep -q "\[tpbatch\] KV cache:" "$log" && break
     kill -0 "$mpirun_pid" 2>/dev/null || break
     sleep 0.1
   done

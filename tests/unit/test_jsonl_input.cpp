@@ -234,3 +234,17 @@ TEST(InputRow, ScoreCompletionOptional) {
   EXPECT_FALSE(b.completion.has_value());
   EXPECT_EQ(bad(R"({"prompt": "x", "completion": 3})", 0, job(Task::kScore)), "input line 1: 'completion' must be a string");
 }
+
+// input_line_id: the id a line's rows get, as parse_input_row reads it (export names unfinished rows by it).
+TEST_F(JsonlTest, InputLineIdIsTheIdParseInputRowGives) {
+  const JobSpec j = job();
+  for (const char* line : {R"({"id": "a-1", "prompt": "x"})", R"({"id": 17, "prompt": "x"})",
+                           R"({"id": 1.50, "prompt": "x"})", R"({"prompt": "x"})",
+                           R"({"custom_id": "req-9", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "x"}})"})
+    EXPECT_EQ(input_line_id(line, 4, "id"), parse_input_row(line, 4, j, 512).id) << line;
+}
+
+TEST_F(JsonlTest, InputLineIdOfALineThatIsNotJsonIsItsIndex) {
+  EXPECT_EQ(input_line_id("{not json", 4, "id"), "4");
+  EXPECT_EQ(input_line_id("[1, 2]", 5, "id"), "5");
+}

@@ -375,10 +375,25 @@ TEST_F(ResultWriterTest, ResumeReportsDoneRows) {
   EXPECT_EQ(int_attr(f.id, "complete"), 1);
 }
 
-TEST_F(ResultWriterTest, ResumeCreatesAbsentFile) {
+TEST_F(ResultWriterTest, ResumeOfAnAbsentFileCreatesItWhenTheFirstRowIsRecorded) {
   auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
   EXPECT_EQ(w->done_rows(), std::vector<uint8_t>(2, 0));
-  EXPECT_TRUE(fs::exists(path_));
+  EXPECT_FALSE(fs::exists(path_));
+  w->write(row(1));
+  w->flush();
+  File f(path_);
+  EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{0, 0}));  // the journal has row 1
+  w.reset();
+  auto again = ResultWriter::open(path_, IfExists::kResume, info(2));
+  EXPECT_EQ(again->done_rows(), (std::vector<uint8_t>{0, 1}));
+}
+
+TEST_F(ResultWriterTest, AJobWithNoRowsStillLeavesItsFileAtFinish) {
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(0));
+  w->finish(RunMetrics{});
+  File f(path_);
+  EXPECT_EQ(int_attr(f.id, "complete"), 1);
+  EXPECT_FALSE(fs::exists(path_ + ".journal"));
 }
 
 TEST_F(ResultWriterTest, ResumeRefusesDifferentModel) {
@@ -437,11 +452,12 @@ TEST_F(ResultWriterTest, ResumeRejectsFileThatIsNotResults) {
 
 TEST_F(ResultWriterTest, FinishSetsCompleteAndMetrics) {
   auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(1));
+  w->write(row(0));
+  w->flush();
   {
     File f0(path_);
     EXPECT_EQ(int_attr(f0.id, "complete"), 0);
   }
-  w->write(row(0));
   RunMetrics m;
   m.wall_seconds = 2.5;
   m.prompt_tokens = 100;
@@ -729,12 +745,76 @@ TEST_F(ResultWriterTest, AJournalOfAnEarlierCommitIsNotReplayed) {
   EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{0, 0}));
 }
 
-TEST_F(ResultWriterTest, OverwriteKeepsTheOldFileUntilTheNewOneIsCommitted) {
+TEST_F(ResultWriterTest, OverwriteKeepsTheOldFileUntilTheNewJobRecordsARow) {
   write_rows({0, 1}, 2, true);
   auto w = ResultWriter::open(path_, IfExists::kOverwrite, info(2));
-  File f(path_);  // the new, empty file replaced it whole: never a truncated one
+  {
+    File f(path_);
+    EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{1, 1}));
+  }
+  w->write(row(0));
+  w->flush();
+  File f(path_);  // the new, empty file replaced it whole: never a truncated one; row 0 is in its journal
   EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{0, 0}));
   EXPECT_EQ(int_attr(f.id, "writer_open"), 0);
+}
+
+TEST_F(ResultWriterTest, OverwriteThatEndsBeforeAnyRowLeavesTheOldFileAndNothingBesideIt) {
+  write_rows({0, 1}, 2, true);
+  const std::string before = str_attr(File(path_).id, "commit_id");
+  ResultWriter::open(path_, IfExists::kOverwrite, info(2)).reset();  // a start-up check failed
+  File f(path_);
+  EXPECT_EQ(str_attr(f.id, "commit_id"), before);
+  EXPECT_EQ(read_fixed<uint8_t>(f.id, "done", H5T_NATIVE_UINT8), (std::vector<uint8_t>{1, 1}));
+  EXPECT_FALSE(fs::exists(path_ + ".journal"));
+  EXPECT_FALSE(fs::exists(path_ + ".partial"));
+}
+
+TEST_F(ResultWriterTest, ANewResultsFileGetsItsOwnRandomJobId) {
+  write_rows({0}, 1, true);
+  const std::string first = str_attr(File(path_).id, "job_id");
+  EXPECT_EQ(first.size(), 32u);
+  EXPECT_EQ(first.find_first_not_of("0123456789abcdef"), std::string::npos) << first;
+  write_rows({0}, 1, true);  // overwrite: another job
+  EXPECT_NE(str_attr(File(path_).id, "job_id"), first);
+}
+
+TEST_F(ResultWriterTest, InspectNamesTheJobId) {
+  write_rows({0}, 1, true);
+  std::ostringstream out;
+  inspect_results(path_, out);
+  EXPECT_NE(out.str().find("job id      " + str_attr(File(path_).id, "job_id") + "\n"), std::string::npos) << out.str();
+}
+
+TEST_F(ResultWriterTest, ANewFileTakesTheJobIdItIsGiven) {
+  RunInfo i = info(1);
+  i.job_id = "0123456789abcdef0123456789abcdef";
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, i);
+  w->write(row(0));
+  w->finish(RunMetrics{});
+  EXPECT_EQ(str_attr(File(path_).id, "job_id"), i.job_id);
+}
+
+TEST_F(ResultWriterTest, ResumeKeepsTheJobId) {
+  write_rows({0}, 2, false);
+  const std::string id = str_attr(File(path_).id, "job_id");
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
+  w->write(row(1));
+  w->finish(RunMetrics{});
+  EXPECT_EQ(str_attr(File(path_).id, "job_id"), id);
+}
+
+TEST_F(ResultWriterTest, AFileOlderThanJobIdsGetsOneWhenResumed) {
+  write_rows({0}, 2, false);
+  {
+    hid_t f = H5Fopen(path_.c_str(), H5F_ACC_RDWR, no_locking());
+    EXPECT_GE(H5Adelete(f, "job_id"), 0);
+    H5Fclose(f);
+  }
+  auto w = ResultWriter::open(path_, IfExists::kResume, info(2));
+  w->write(row(1));
+  w->finish(RunMetrics{});
+  EXPECT_EQ(str_attr(File(path_).id, "job_id").size(), 32u);
 }
 
 TEST_F(ResultWriterTest, AnEmptyFileAtTheOutputIsResumedAsAbsent) {

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "reliability/watchdog.h"
 
 namespace tpbatch {
@@ -57,7 +58,7 @@ CudaBackend::~CudaBackend() {
     wait_stream("CUDA backend teardown");
   } catch (const std::exception& e) {
     mark_aborted(e.what());
-    std::fprintf(stderr, "[tpbatch] CUDA backend teardown on device %d: %s; its memory is left to the process exit\n",
+    log_info("CUDA backend teardown on device %d: %s; its memory is left to the process exit",
                  device_, e.what());
     return;
   }
@@ -153,7 +154,7 @@ void CudaBackend::release(void* data, size_t /*bytes*/) noexcept {
     wait_stream("CUDA free");
   } catch (const std::exception& e) {
     mark_aborted(e.what());
-    std::fprintf(stderr, "[tpbatch] CUDA free on device %d: %s; the block is left to the process exit\n", device_,
+    log_info("CUDA free on device %d: %s; the block is left to the process exit", device_,
                  e.what());
     return;
   }

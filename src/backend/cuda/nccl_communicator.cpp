@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "reliability/watchdog.h"
 
 namespace tpbatch {
@@ -70,7 +71,7 @@ NcclCommunicator::~NcclCommunicator() {
       backend_.wait_stream("NCCL communicator teardown");
       if (!poll_async_error().empty()) abort();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "[tpbatch] NCCL communicator (rank %d of %d) teardown: %s\n", rank_, size_, e.what());
+      log_info("NCCL communicator (rank %d of %d) teardown: %s", rank_, size_, e.what());
     }
   }
   backend_.remove_error_source(this);
