@@ -47,7 +47,8 @@ void sanitize_utf8(std::string& s) {
   s = std::move(out);
 }
 
-// A fresh identifier for each committed file: a journal extends exactly the commit it names.
+}  // namespace
+
 std::string new_commit_id() {
   std::random_device rd;
   std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
@@ -57,6 +58,8 @@ std::string new_commit_id() {
                 static_cast<unsigned long long>(gen()));
   return out;
 }
+
+namespace {
 
 // ---- the writer ----------------------------------------------------------------------------------------
 
@@ -186,7 +189,10 @@ class CommittingResultWriter final : public ResultWriter {
     flush();
     try {
       work_->add_run_metrics(m);
-      work_->set_complete(std::all_of(done_.begin(), done_.end(), [](uint8_t v) { return v != 0; }));
+      const IndexRange wanted = info_.rows_wanted();  // a shard's file is complete with its own rows
+      work_->set_complete(std::all_of(done_.begin() + std::min<int64_t>(wanted.begin, static_cast<int64_t>(done_.size())),
+                                      done_.begin() + std::min<int64_t>(wanted.end, static_cast<int64_t>(done_.size())),
+                                      [](uint8_t v) { return v != 0; }));
       work_->set_writer_open(false);
       work_->set_commit_id(new_commit_id());
       work_->close();
@@ -223,7 +229,7 @@ class CommittingResultWriter final : public ResultWriter {
   // a fresh file, so that nothing written from now on shares HDF5 structures with a half-updated state.
   void rebuild_from(ResultsFile& old) {
     work_.emplace(ResultsFile::create(paths_.partial, name(), info_));
-    work_->copy_metrics_from(old);
+    work_->add_metric_totals_from(old);
     start_run_attrs();
     const int64_t rows = static_cast<int64_t>(done_.size());
     int64_t copied = 0;
@@ -291,10 +297,11 @@ class CommittingResultWriter final : public ResultWriter {
 
 }  // namespace
 
-std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples) {
+std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples, IndexRange rows) {
   int64_t missing = 0;
   std::string list;
-  for (size_t i = 0; i < done.size(); ++i) {
+  const size_t end = rows.end < 0 ? done.size() : std::min(done.size(), static_cast<size_t>(rows.end));
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(0, rows.begin)); i < end; ++i) {
     if (done[i]) continue;
     if (++missing <= 10) list += (list.empty() ? "" : ", ") + std::to_string(samples ? i : i + 1);
   }
