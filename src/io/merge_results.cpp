@@ -96,14 +96,14 @@ void check_parts(std::vector<Part>& parts) {
       throw JobError("merge: part " + in_quotes(p.path) + " is not of the same job as " + in_quotes(first.path) + ": " + why);
     if (p.info.shard_rows.begin != next_row || p.info.shard_lines.begin != next_line ||
         p.info.shard_rows.end < p.info.shard_rows.begin || p.info.shard_lines.end < p.info.shard_lines.begin)
-      throw JobError("merge: part " + in_quotes(p.path) + " (" + describe_shard(p.info) + ") does not start where the " +
+      throw JobError("merge: part " + in_quotes(p.path) + ", " + describe_shard(p.info) + ", does not start where the " +
                      "shard before it ends (input line " + std::to_string(next_line + 1) + "): its shard attributes " +
                      "were edited, or it was run on another input");
     next_row = p.info.shard_rows.end;
     next_line = p.info.shard_lines.end;
     const std::string missing = describe_missing_rows(p.file->read_done(), p.info.samples, p.info.shard_rows);
     if (!missing.empty())
-      throw JobError("merge: part " + in_quotes(p.path) + " (" + describe_shard(p.info) + ") is not finished: " + missing +
+      throw JobError("merge: part " + in_quotes(p.path) + ", " + describe_shard(p.info) + ", is not finished: " + missing +
                      "; rerun that shard (output.if_exists: resume) to compute them");
   }
   if (next_row != first.info.num_rows)
