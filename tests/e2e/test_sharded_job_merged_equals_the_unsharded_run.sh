@@ -80,16 +80,16 @@ grep -q "merged 4 shards, 42 rows" "$WORK/merge.log" || fail "merge said: $(cat 
 r=$(same_results "$WORK/out.h5" "$WORK/merged.h5") || fail "the merged file differs from the unsharded run: $r"
 echo "generate: $r"
 
-echo "== score: input.shard: slurm (array ids 4..6), output.path with {shard}"
+echo "== score: input.shard: slurm (array ids 4..8), output.path with {shard}"
 write_job "$WORK/score.yaml" "$MODEL" "$HERE/prompts_score.jsonl" "$WORK/score.h5" "task: score"
 "$TPBATCH" "$WORK/score.yaml" 2>"$WORK/log" || { cat "$WORK/log"; fail "the unsharded score run failed"; }
-for id in 4 5 6; do  # 3 shards of 4 lines: one is empty
-  SLURM_ARRAY_TASK_ID=$id SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_MAX=6 SLURM_ARRAY_TASK_COUNT=3 \
+for id in 4 5 6 7 8; do  # 5 shards of 4 lines: the first has none
+  SLURM_ARRAY_TASK_ID=$id SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_MAX=8 SLURM_ARRAY_TASK_COUNT=5 \
     "$TPBATCH" "$WORK/score.yaml" --set input.shard=slurm --set output.path="$WORK/score-{shard}.h5" 2>"$WORK/log" ||
     { cat "$WORK/log"; fail "score shard of array task $id failed"; }
 done
-ls "$WORK"/score-000{0,1,2}-of-0003.h5 >/dev/null || fail "no {shard} files: $(ls "$WORK")"
-"$TPBATCH" merge "$WORK/score-merged.h5" "$WORK"/score-000?-of-0003.h5 >/dev/null || fail "merging the score shards failed"
+ls "$WORK"/score-000{0,1,2,3,4}-of-0005.h5 >/dev/null || fail "no {shard} files: $(ls "$WORK")"
+"$TPBATCH" merge "$WORK/score-merged.h5" "$WORK"/score-000?-of-0005.h5 >/dev/null || fail "merging the score shards failed"
 r=$(same_results "$WORK/score.h5" "$WORK/score-merged.h5") || fail "score: $r"
 echo "score: $r"
 
