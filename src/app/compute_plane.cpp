@@ -48,7 +48,8 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
     plane.device = device_for_local_rank(topo.local_rank, mine);
     // Two ranks of one TP group on one GPU: NCCL refuses it, and each would get half the memory. By
     // bus id: ranks that each see only their own GPU (--gpus-per-task=1) all call it device 0.
-    check_tp_group_gpus(gather_group_gpus(topo.tp->comm(), topo.node_index, plane.device, cuda_device_bus_id(plane.device)),
+    const std::string bus_id = cuda_device_bus_id(plane.device);
+    check_tp_group_gpus(gather_group_gpus(topo.tp->comm(), topo.node_index, plane.device, bus_id),
                         shared_gpu_allowed_by_env());
     plane.backend = make_cuda_backend(plane.device);
     plane.tp = make_nccl_communicator(topo.tp->comm(), *plane.backend);

@@ -20,11 +20,21 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kChunkRows = 1024;  // rows in memory at a time
 
+// One part file. It is open only while it is checked or copied: every open file holds HDF5's chunk
+// caches (a MiB per dataset), so memory would grow with the number of parts.
 struct Part {
   std::string path;
   std::optional<ResultsFile> file;
   RunInfo info;
 };
+
+// The part's datasets, open for reading as a file of `job`'s (shard 0's run attributes); "" or why not.
+std::string open_datasets(Part& p, const RunInfo& job) {
+  RunInfo want = job;
+  want.shard = p.info.shard;  // the part's own: what differs between parts
+  if (!p.file) p.file.emplace(ResultsFile::open(p.path, p.path, false));
+  return p.file->resume_refusal(want);
+}
 
 std::string in_quotes(const std::string& p) { return "'" + p + "'"; }
 
@@ -44,6 +54,7 @@ Part open_part(const std::string& path) {
     throw JobError(std::string("merge: ") + e.what());
   }
   p.info = p.file->run_info();
+  p.file.reset();
   if (!p.info.shard.sharded())
     throw JobError("merge: part " + in_quotes(path) + " is not a shard's results file (it has no shard_count "
                    "attribute: a job run without input.shard or --shard)");
@@ -90,21 +101,21 @@ void check_parts(std::vector<Part>& parts) {
   const Part& first = parts.front();
   int64_t next_row = 0, next_line = 0;
   for (Part& p : parts) {
-    RunInfo want = first.info;
-    want.shard = p.info.shard;  // the part's own: what differs between parts
-    if (const std::string why = p.file->resume_refusal(want); !why.empty())
-      throw JobError("merge: part " + in_quotes(p.path) + " is not of the same job as " + in_quotes(first.path) + ": " + why);
+    if (const std::string why = open_datasets(p, first.info); !why.empty())
+      throw JobError("merge: part " + in_quotes(p.path) + " is not of the same job as " + in_quotes(first.path) +
+                     ": " + why);
     if (p.info.shard_rows.begin != next_row || p.info.shard_lines.begin != next_line ||
         p.info.shard_rows.end < p.info.shard_rows.begin || p.info.shard_lines.end < p.info.shard_lines.begin)
-      throw JobError("merge: part " + in_quotes(p.path) + ", " + describe_shard(p.info) + ", does not start where the " +
-                     "shard before it ends (input line " + std::to_string(next_line + 1) + "): its shard attributes " +
+      throw JobError("merge: part " + in_quotes(p.path) + ", " + describe_shard(p.info) +
+                     ", does not start where the shard before it ends (input line " + std::to_string(next_line + 1) + "): its shard attributes " +
                      "were edited, or it was run on another input");
     next_row = p.info.shard_rows.end;
     next_line = p.info.shard_lines.end;
     const std::string missing = describe_missing_rows(p.file->read_done(), p.info.samples, p.info.shard_rows);
     if (!missing.empty())
-      throw JobError("merge: part " + in_quotes(p.path) + ", " + describe_shard(p.info) + ", is not finished: " + missing +
-                     "; rerun that shard (output.if_exists: resume) to compute them");
+      throw JobError("merge: part " + in_quotes(p.path) + ", " + describe_shard(p.info) +
+                     ", is not finished: " + missing + "; rerun that shard (output.if_exists: resume) to compute them");
+    p.file.reset();
   }
   if (next_row != first.info.num_rows)
     throw JobError("merge: the last part " + in_quotes(parts.back().path) + " ends at results row " +
@@ -134,12 +145,15 @@ int merge_results(const MergeOptions& o, std::ostream& out) {
   fs::path parent = fs::path(paths.file).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   OutputLock lock = OutputLock::acquire(paths.journal, o.output);  // no job, and no other merge, writes OUT meanwhile
-  RunInfo merged = parts.front().info;
+  const RunInfo job = parts.front().info;
+  RunInfo merged = job;
   merged.shard = Shard{};
   merged.shard_lines = merged.shard_rows = IndexRange{};
   try {
     ResultsFile m = ResultsFile::create(paths.partial, o.output, merged);
     for (Part& p : parts) {
+      if (const std::string why = open_datasets(p, job); !why.empty())  // it changed since it was checked
+        throw Error("merge: part " + in_quotes(p.path) + " can no longer be read: " + why);
       for (int64_t start = p.info.shard_rows.begin; start < p.info.shard_rows.end; start += kChunkRows) {
         const int64_t n = std::min(kChunkRows, p.info.shard_rows.end - start);
         const std::vector<RowResult> rows = p.file->read_rows(start, n);
@@ -149,9 +163,10 @@ int merge_results(const MergeOptions& o, std::ostream& out) {
         m.write_rows(ptrs);
       }
       m.add_metric_totals_from(*p.file);
+      // One job, one id: the first shard's (each shard's run made its own).
+      if (&p == &parts.front()) m.copy_text_attr_from(*p.file, "job_id");
+      p.file.reset();
     }
-    // One job, one id: the first shard's (each shard's run made its own).
-    m.copy_text_attr_from(*parts.front().file, "job_id");
     m.set_complete(true);
     m.set_writer_open(false);
     m.set_commit_id(new_commit_id());

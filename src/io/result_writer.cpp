@@ -189,9 +189,10 @@ class CommittingResultWriter final : public ResultWriter {
     flush();
     try {
       work_->add_run_metrics(m);
-      const IndexRange wanted = info_.rows_wanted();  // a shard's file is complete with its own rows
-      work_->set_complete(std::all_of(done_.begin() + std::min<int64_t>(wanted.begin, static_cast<int64_t>(done_.size())),
-                                      done_.begin() + std::min<int64_t>(wanted.end, static_cast<int64_t>(done_.size())),
+      // A shard's file is complete with its own rows.
+      const IndexRange wanted = info_.rows_wanted();
+      const int64_t rows = static_cast<int64_t>(done_.size());
+      work_->set_complete(std::all_of(done_.begin() + std::min(wanted.begin, rows), done_.begin() + std::min(wanted.end, rows),
                                       [](uint8_t v) { return v != 0; }));
       work_->set_writer_open(false);
       work_->set_commit_id(new_commit_id());

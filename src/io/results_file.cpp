@@ -108,8 +108,8 @@ std::string ResultsFile::resume_refusal(const RunInfo& info) {
       has_attr(file_, "input_fingerprint") ? read_attr_str(file_, "input_fingerprint", name_) : std::string();
   grow_to_ = 0;
   // Not a shard's: its lines would move with the input's length.
-  if (!info.shard.sharded() && rows < info.num_rows && !there.empty() && !info.input_path.empty() && there != info.input_fingerprint &&
-      input_grew_from(info.input_path, there))
+  if (!info.shard.sharded() && rows < info.num_rows && !there.empty() && !info.input_path.empty() &&
+      there != info.input_fingerprint && input_grew_from(info.input_path, there))
     grow_to_ = info.num_rows;
   if (rows != info.num_rows && grow_to_ == 0)
     return "it holds " + std::to_string(rows) + " rows, this job's input has " + std::to_string(info.num_rows) +
