@@ -1,5 +1,6 @@
 // The device the emulator presents: an H200-shaped device (132 SMs, compute capability 9.0,
-// 141 GiB), CUEMU_DEVICES of them (default 1), and the runtime's version and error strings.
+// 141 GiB), CUEMU_DEVICES of them (default 1), their PCI bus ids, and the runtime's version and
+// error strings.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -69,6 +70,15 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
   prop->sharedMemPerBlock = 48 * 1024;
+  return cudaSuccess;
+}
+// One bus id per emulated device index: the emulated devices of every process are the same
+// CUEMU_DEVICES devices, so device i is one GPU whichever rank drives it.
+cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  Lock lk = lock_state();
+  if (!valid(device)) return set_error_locked(cudaErrorInvalidDevice);
+  if (!pciBusId || len <= 0) return set_error_locked(cudaErrorInvalidValue);
+  std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", 0x10 + device);
   return cudaSuccess;
 }
 cudaError_t cudaRuntimeGetVersion(int* v) {

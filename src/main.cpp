@@ -1,7 +1,8 @@
 // tpbatch: an MPI-launched batch inference job runner.
-//   tpbatch JOB.yaml | tpbatch run JOB.yaml [--set KEY=VALUE ...]
+//   tpbatch JOB.yaml | tpbatch run JOB.yaml [--set KEY=VALUE ...] [--shard INDEX/COUNT|slurm]
 //   tpbatch plan JOB.yaml [--preset h100|h200|a100|cpu] [--world-size N] [--ranks-per-node N] [--device-memory GiB] [--device cpu|cuda] [--json]
 //   tpbatch inspect RESULTS.h5
+//   tpbatch merge OUT.h5 PARTS.h5... [--force]
 //   tpbatch make-model DIR [--preset tiny|125m|8b ...]
 //   tpbatch export RESULTS.h5 --format openai|jsonl [--output FILE] [--input FILE.jsonl]
 //   tpbatch render-chat --template FILE --messages FILE.json [--bos-token T] [--eos-token T]
@@ -20,6 +21,8 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "job/shard.h"
+#include "io/merge_results.h"
 #include "io/result_writer.h"
 #include "plan/hardware_presets.h"
 #include "plan/plan_command.h"
@@ -35,7 +38,7 @@ int main(int argc, char** argv) {
 
   // `tpbatch JOB.yaml` is `tpbatch run JOB.yaml`.
   std::vector<std::string> args(argv + 1, argv + argc);
-  static const std::set<std::string> kCommands = {"run", "plan", "inspect", "make-model", "render-chat", "export"};
+  static const std::set<std::string> kCommands = {"run", "plan", "inspect", "make-model", "render-chat", "export", "merge"};
   if (!args.empty() && !kCommands.count(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
 
   CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
@@ -54,6 +57,10 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run a job (also: tpbatch JOB.yaml)");
   run->add_option("job", job_path, "job file (YAML)")->required();
   run->add_option("--set", sets, "override a job key: --set parallel.tensor=4 (repeatable)");
+  std::string shard;
+  auto* shard_opt = run->add_option("--shard", shard,
+                                    "run one shard of the input: INDEX/COUNT (0-based), or slurm (the array task's); "
+                                    "= --set input.shard=...");
 
   PlanOptions po;
   auto* plan = app.add_subcommand("plan", "per-rank memory ledger and recommended layouts (no MPI, no weights)");
@@ -149,6 +156,12 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--output,-o", ex.output, "output file (default or -: standard output)");
   export_cmd->add_option("--input", ex.input, "the job's input file (default: where the job read it, or where it lay relative to the results file)");
 
+  MergeOptions mo;
+  auto* merge = app.add_subcommand("merge", "join the results files of a sharded job's shards into one");
+  merge->add_option("output", mo.output, "the merged results file")->required();
+  merge->add_option("parts", mo.parts, "every shard's results file")->required();
+  merge->add_flag("--force", mo.force, "replace an existing output file");
+
   RenderChatOptions rc;
   auto* render_chat = app.add_subcommand("render-chat", "print a chat template's rendering of a message list");
   render_chat->add_option("--template", rc.template_file, "Jinja chat template file")->required();
@@ -169,7 +182,15 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return run_job(job_path, sets);
+    if (*run) {
+      if (shard_opt->count() > 0) {  // checked here, so that a bad value is named as --shard
+        if (shard.empty()) throw JobError("--shard '': give INDEX/COUNT (e.g. 3/16) or slurm");
+        parse_shard(shard, "--shard", slurm_array_env());
+        sets.push_back("input.shard=" + shard);  // last: it overrides the job file's and --set's
+      }
+      return run_job(job_path, sets);
+    }
+    if (*merge) return merge_results(mo, std::cout);
     if (*plan) {
       if (!plan_gemm_rates.empty()) po.speed.gemm_rates = parse_gemm_rates(plan_gemm_rates);
       return run_plan(po, std::cout);

@@ -46,8 +46,11 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
   if (choose_backend(requested_backend(job.device), every_rank_has_gpu) == BackendKind::kCuda) {
 #ifdef TPBATCH_HAVE_CUDA
     plane.device = device_for_local_rank(topo.local_rank, mine);
-    // Two ranks of one TP group on one GPU: NCCL refuses it, and each would get half the memory.
-    check_tp_group_gpus(gather_group_gpus(topo.tp->comm(), topo.node_index, plane.device), shared_gpu_allowed_by_env());
+    // Two ranks of one TP group on one GPU: NCCL refuses it, and each would get half the memory. By
+    // bus id: ranks that each see only their own GPU (--gpus-per-task=1) all call it device 0.
+    const std::string bus_id = cuda_device_bus_id(plane.device);
+    check_tp_group_gpus(gather_group_gpus(topo.tp->comm(), topo.node_index, plane.device, bus_id),
+                        shared_gpu_allowed_by_env());
     plane.backend = make_cuda_backend(plane.device);
     plane.tp = make_nccl_communicator(topo.tp->comm(), *plane.backend);
     plane.pp = make_nccl_communicator(topo.pp->comm(), *plane.backend);

@@ -108,6 +108,7 @@ struct RankJob {
   std::unique_ptr<ResultWriter> writer;  // rank 0's
   int64_t num_rows = 0;                  // results rows, known on rank 0
   int64_t num_lines = 0;                 // input lines (fewer than rows when some line has n > 1)
+  RunInfo info;                          // what rank 0's results file records (its shard's lines and rows)
   std::optional<ComputePlane> plane;  // see ComputePlane for its teardown order
   std::optional<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;  // replica leaders'
@@ -181,7 +182,14 @@ int open_results(RankJob& r) {
     if (job.task == Task::kEmbed) info.embedding_dim = cfg.hidden_size;
     info.truncated_tokens = job.input.truncate == Truncate::kLeft;
     info.samples = input.rows != input.lines;  // some line has n > 1: /input_line and /sample
+    info.shard = job.shard;
+    info.shard_lines = input.shard_lines;
+    info.shard_rows = input.shard_rows;
     r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
+    r.info = info;
+    if (job.shard.sharded())
+      std::fprintf(stderr, "[tpbatch] %s of %lld input lines; results in %s\n", describe_shard(info).c_str(),
+                   static_cast<long long>(input.lines), job.output.path.c_str());
   });
 }
 
@@ -285,14 +293,17 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   const JobSpec& job = r.job;
   ResultWriter& writer = *r.writer;
   std::vector<uint8_t> done = writer.done_rows();
+  const IndexRange rows = r.info.rows_wanted();
   int64_t already = 0;
-  for (uint8_t d : done) already += d;
+  for (int64_t i = rows.begin; i < rows.end; ++i) already += done[static_cast<size_t>(i)];
+  const int64_t wanted = rows.end - rows.begin;
   if (job.output.if_exists == IfExists::kResume && already > 0)
     log_info("resuming: %lld of %lld rows done (in %s); computing the other %lld", static_cast<long long>(already),
-             static_cast<long long>(r.num_rows), job.output.path.c_str(), static_cast<long long>(r.num_rows - already));
-  Progress progress(r.num_rows, already, job.engine.progress_interval, stderr);
+             static_cast<long long>(wanted), job.output.path.c_str(), static_cast<long long>(wanted - already));
+  Progress progress(wanted, already, job.engine.progress_interval, stderr);
   RowDispatcher dispatcher(job.input.path, job, r.num_lines, done, writer, progress, control,
                            r.topo.layout.data() - 1);
+  if (job.shard.sharded()) dispatcher.restrict_to_lines(r.info.shard_lines);
   auto source = make_local_work_source(dispatcher);
   dispatcher.serve_first_requests();
   stats = run_replica_leader(job, *r.tokenizer, *r.runner, r.topo, *r.plane->pp, *source);
@@ -304,7 +315,7 @@ int run_rank_zero(RankJob& r, MPI_Comm control, ReplicaStats& stats) {
   progress.print_final();
   writer.finish(progress.metrics());
   int exit_code = kExitOk;
-  const std::string missing = describe_missing_rows(writer.done_rows(), r.num_rows != r.num_lines);
+  const std::string missing = describe_missing_rows(writer.done_rows(), r.num_rows != r.num_lines, rows);
   if (!missing.empty() && !stop_requested()) {  // never exit 0 with rows missing
     log_error("the job ended with %s; rerun the same job (output.if_exists: resume) "
                  "to compute them", missing.c_str());

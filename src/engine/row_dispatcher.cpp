@@ -171,6 +171,7 @@ RowDispatcher::RowDispatcher(const std::string& input_path, const JobSpec& job, 
       progress_(progress),
       control_(control),
       remote_replicas_(remote_replicas),
+      end_line_(lines),
       last_flush_(now_seconds()) {}
 
 // The job's lines are the `lines_` counted when it started; its rows the done_.size() results rows
@@ -179,8 +180,10 @@ bool RowDispatcher::next_input_row(WorkItem& item) {
   const int64_t rows = static_cast<int64_t>(done_.size());
   std::string line;
   while (!input_done_) {
-    if (next_index_ >= lines_) {
+    if (next_index_ >= end_line_) {
       input_done_ = true;
+      if (end_line_ < lines_) break;  // a shard's lines end here: the rest are other shards'
+
       if (reader_.next(line))
         log_warning("input file '%s' has more rows than the %lld it had when the job "
                      "started (appended while it ran?): they are not part of this job",
@@ -196,6 +199,7 @@ bool RowDispatcher::next_input_row(WorkItem& item) {
     const int64_t first_row = next_row_, samples = samples_of_line(line, job_);
     next_row_ += samples;
     if (next_row_ > rows) throw changed_input();
+    if (index < begin_line_) continue;  // another shard's line
     std::vector<int32_t> todo;
     for (int64_t s = 0; s < samples; ++s)
       if (!done_[static_cast<size_t>(first_row + s)]) todo.push_back(static_cast<int32_t>(s));
@@ -221,7 +225,7 @@ Error RowDispatcher::changed_input() const {
 size_t RowDispatcher::fair_share(int holder) const {
   size_t in_flight = 0;
   for (const auto& [rank, rows] : held_) in_flight += rows.size();
-  const size_t unread = static_cast<size_t>(std::max<int64_t>(0, lines_ - next_index_));
+  const size_t unread = static_cast<size_t>(std::max<int64_t>(0, end_line_ - std::max(next_index_, begin_line_)));
   const size_t open = unread + again_.size() + in_flight;
   const size_t replicas = static_cast<size_t>(std::max(1, remote_replicas_ - remote_done_ + 1));
   if (replicas == 1) return SIZE_MAX;  // nobody to share with
@@ -251,7 +255,7 @@ bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int 
   }
   // Stopped by the share with every line read: say so now (no line is consumed), or replicas asking
   // when nothing is open would be told "more" forever and the job would never end.
-  if (!exhausted_ && again_.empty() && next_index_ >= lines_) {
+  if (!exhausted_ && again_.empty() && next_index_ >= end_line_) {
     WorkItem none;
     if (!next_input_row(none)) exhausted_ = true;
   }
@@ -262,6 +266,11 @@ bool RowDispatcher::read_rows(std::vector<WorkItem>& out, size_t max_items, int 
     for (const auto& [rank, rows] : held_)
       if (rank != 0 && !rows.empty()) return true;
   return false;
+}
+
+void RowDispatcher::restrict_to_lines(IndexRange lines) {
+  begin_line_ = std::clamp<int64_t>(lines.begin, 0, lines_);
+  end_line_ = std::clamp<int64_t>(lines.end, begin_line_, lines_);
 }
 
 void RowDispatcher::replica_done(int rank) {

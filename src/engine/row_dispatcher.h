@@ -35,6 +35,8 @@ class RowDispatcher {
   RowDispatcher(const std::string& input_path, const JobSpec& job, int64_t lines, std::vector<uint8_t> done_rows,
                 ResultWriter& writer, Progress& progress, MPI_Comm control, int remote_replicas);
 
+  // Hands out only the input lines of `lines` (a shard's); before the first read_rows.
+  void restrict_to_lines(IndexRange lines);
   // Next rows not yet done (resume skips finished ones) for the replica led by world rank
   // `holder`; false when nothing more will be handed out.
   bool read_rows(std::vector<WorkItem>& out, size_t max_items, int holder = 0);
@@ -69,6 +71,8 @@ class RowDispatcher {
   bool input_done_ = false;          // every input row was read
   int64_t next_index_ = 0;           // next input line
   int64_t next_row_ = 0;             // its first results row
+  int64_t begin_line_ = 0;           // the lines handed out: [begin_line_, end_line_)
+  int64_t end_line_ = 0;
   // rank -> lines handed out with their samples not yet returned
   std::map<int, std::map<int64_t, WorkItem>> held_;
   std::deque<WorkItem> again_;       // lines of replicas that ended without them: handed out first

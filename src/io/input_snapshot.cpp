@@ -45,6 +45,19 @@ InputSnapshot snapshot_input(const std::string& path, const JobSpec& job) {
       after.st_mtim.tv_nsec != before.st_mtim.tv_nsec || after.st_ino != before.st_ino)
     throw Error("input file '" + path + "' changed while tpbatch was reading it at start; run the job on an input "
                 "that no process is writing");
+  s.shard_lines = lines_of_shard(job.shard, s.lines);
+  s.shard_rows = s.shard_lines;
+  if (s.rows != s.lines) {  // rows follow lines unevenly: count the rows before and in the shard's lines
+    JsonlReader again(path);
+    int64_t row = 0;
+    std::string line;
+    for (int64_t i = 0; i < s.shard_lines.end && again.next(line); ++i) {
+      if (i == s.shard_lines.begin) s.shard_rows.begin = row;
+      row += samples_of_line(line, job);
+    }
+    if (s.shard_lines.begin == s.shard_lines.end) s.shard_rows.begin = row;
+    s.shard_rows.end = row;
+  }
   return s;
 }
 

@@ -14,8 +14,11 @@ struct InputSnapshot {
   int64_t lines = 0;         // input rows (JSONL lines)
   int64_t rows = 0;          // results rows: each line's samples_of_line() (= lines unless n > 1)
   std::string fingerprint;   // input_fingerprint(): "<bytes>:<hash>"
+  IndexRange shard_lines;    // job.shard's lines (all of them for the whole job)
+  IndexRange shard_rows;     // the results rows of those lines
 };
 
+// A sharded job's ranges need a second pass over the input only when some line has several rows.
 // Throws JobError (exit 2) for a path that is not a regular file, Error when it changes while read.
 InputSnapshot snapshot_input(const std::string& path, const JobSpec& job);
 

@@ -143,8 +143,16 @@ void inspect_once(const std::string& path, std::ostream& out) {
   }
   for (const auto& [row, r] : journal_rows)
     count_row(row, r.id, r.error, r.finish_reason, r.prompt_tokens.size(), r.output_tokens.size());
-  out << "rows        " << done << " / " << num_rows << " done";
-  if (num_rows > 0) out << " (" << fmt(100.0 * static_cast<double>(done) / static_cast<double>(num_rows), 1) << "%)";
+  // A shard's file holds the job's every row but computes only its shard's.
+  const bool sharded = int_attr("shard_count") > 1;
+  const int64_t wanted = sharded ? int_attr("shard_end_row") - int_attr("shard_first_row") : num_rows;
+  if (sharded)
+    out << "shard       " << int_attr("shard_index") << " of " << int_attr("shard_count") << ": input lines "
+        << int_attr("shard_first_line") + 1 << " to " << int_attr("shard_end_line") << ", results rows "
+        << int_attr("shard_first_row") << " to " << int_attr("shard_end_row") - 1 << " of " << num_rows
+        << " (tpbatch merge joins the shards' files)\n";
+  out << "rows        " << done << " / " << wanted << " done" << (sharded ? " (of the shard)" : "");
+  if (wanted > 0) out << " (" << fmt(100.0 * static_cast<double>(done) / static_cast<double>(wanted), 1) << "%)";
   out << "\n";
   out << "complete    " << (int_attr("complete") ? "yes" : "no") << "\n";
   if (!journal_rows.empty())

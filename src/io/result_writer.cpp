@@ -47,8 +47,12 @@ void sanitize_utf8(std::string& s) {
   s = std::move(out);
 }
 
+}  // namespace
+
 // A fresh identifier for each committed file: a journal extends exactly the commit it names.
 std::string new_commit_id() { return new_random_id(); }
+
+namespace {
 
 // ---- the writer ----------------------------------------------------------------------------------------
 
@@ -193,7 +197,11 @@ class CommittingResultWriter final : public ResultWriter {
     try {
       commit_fresh_file();  // a run that recorded no row still leaves its (empty) file
       work_->add_run_metrics(m);
-      work_->set_complete(std::all_of(done_.begin(), done_.end(), [](uint8_t v) { return v != 0; }));
+      // A shard's file is complete with its own rows.
+      const IndexRange wanted = info_.rows_wanted();
+      const int64_t rows = static_cast<int64_t>(done_.size());
+      work_->set_complete(std::all_of(done_.begin() + std::min(wanted.begin, rows), done_.begin() + std::min(wanted.end, rows),
+                                      [](uint8_t v) { return v != 0; }));
       work_->set_writer_open(false);
       work_->set_commit_id(new_commit_id());
       work_->close();
@@ -232,7 +240,7 @@ class CommittingResultWriter final : public ResultWriter {
   void rebuild_from(ResultsFile& old) {
     work_.emplace(ResultsFile::create(paths_.partial, name(), info_));
     if (const std::string id = old.job_id(); !id.empty()) work_->set_job_id(id);  // the same job
-    work_->copy_metrics_from(old);
+    work_->add_metric_totals_from(old);
     start_run_attrs();
     const int64_t rows = static_cast<int64_t>(done_.size());
     int64_t copied = 0;
@@ -301,10 +309,11 @@ class CommittingResultWriter final : public ResultWriter {
 
 }  // namespace
 
-std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples) {
+std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples, IndexRange rows) {
   int64_t missing = 0;
   std::string list;
-  for (size_t i = 0; i < done.size(); ++i) {
+  const size_t end = rows.end < 0 ? done.size() : std::min(done.size(), static_cast<size_t>(rows.end));
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(0, rows.begin)); i < end; ++i) {
     if (done[i]) continue;
     if (++missing <= 10) list += (list.empty() ? "" : ", ") + std::to_string(samples ? i : i + 1);
   }

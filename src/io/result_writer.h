@@ -50,8 +50,12 @@ class ResultWriter {
 };
 
 // "" when every row is done, else which rows are not: "3 rows are missing: input lines 5, 9, 12";
-// with `samples` (lines have several rows) the 0-based results rows instead.
-std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples = false);
+// with `samples` (lines have several rows) the 0-based results rows instead. Only the rows of
+// `rows` count (a shard's; end -1: to the end).
+std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples = false, IndexRange rows = {0, -1});
+
+// A fresh identifier for a committed results file: a journal extends exactly the commit it names.
+std::string new_commit_id();
 
 // `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout. Read-only, without
 // a lock: on a running or stopped job's file it counts the rows of its journal too.

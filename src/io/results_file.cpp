@@ -106,13 +106,17 @@ std::string ResultsFile::resume_refusal(const RunInfo& info) {
   if (task != info.task) return "it holds results of task '" + task + "', this job's task is '" + info.task + "'";
   const std::string diff = job_yaml_difference(read_attr_str(file_, "job_yaml", name_), info.job_yaml);
   if (!diff.empty()) return "it was written by a different job: " + diff;
+  const RunInfo shard_there = shard_of_file();
+  if (shard_there.shard.index != info.shard.index || shard_there.shard.count != info.shard.count)
+    return "it holds " + describe_shard(shard_there) + ", this job runs " + describe_shard(info);
   // An input that grew by appended lines, its old lines byte for byte as they were: the file grows
   // with it and only the new lines are computed (incremental scoring of a growing data set).
   const std::string there =
       has_attr(file_, "input_fingerprint") ? read_attr_str(file_, "input_fingerprint", name_) : std::string();
   grow_to_ = 0;
-  if (rows < info.num_rows && !there.empty() && !info.input_path.empty() && there != info.input_fingerprint &&
-      input_grew_from(info.input_path, there))
+  // Not a shard's: its lines would move with the input's length.
+  if (!info.shard.sharded() && rows < info.num_rows && !there.empty() && !info.input_path.empty() &&
+      there != info.input_fingerprint && input_grew_from(info.input_path, there))
     grow_to_ = info.num_rows;
   if (rows != info.num_rows && grow_to_ == 0)
     return "it holds " + std::to_string(rows) + " rows, this job's input has " + std::to_string(info.num_rows) +
@@ -287,6 +291,43 @@ void ResultsFile::write_done(const std::vector<uint8_t>& done) {
   if (!done.empty()) write_slab(kDone, 0, done.size(), done.data());
 }
 
+RunInfo ResultsFile::shard_of_file() const {
+  RunInfo info;
+  if (!has_attr(file_, "shard_count")) return info;
+  info.shard = Shard{read_attr_int(file_, "shard_index", name_), read_attr_int(file_, "shard_count", name_)};
+  info.shard_lines = {read_attr_int(file_, "shard_first_line", name_), read_attr_int(file_, "shard_end_line", name_)};
+  info.shard_rows = {read_attr_int(file_, "shard_first_row", name_), read_attr_int(file_, "shard_end_row", name_)};
+  return info;
+}
+
+RunInfo ResultsFile::run_info() const {
+  RunInfo info = shard_of_file();
+  auto str = [&](const char* n) { return has_attr(file_, n) ? read_attr_str(file_, n, name_) : std::string(); };
+  auto num = [&](const char* n) { return has_attr(file_, n) ? read_attr_int(file_, n, name_) : int64_t{0}; };
+  info.model = str("model");
+  info.task = str("task");
+  info.job_yaml = str("job_yaml");
+  info.world_size = num("world_size");
+  info.tensor_parallel = num("tensor_parallel");
+  info.pipeline_parallel = num("pipeline_parallel");
+  info.data_parallel = num("data_parallel");
+  info.num_rows = num("num_rows");
+  info.input_fingerprint = str("input_fingerprint");
+  info.model_fingerprint = str("model_fingerprint");
+  info.chat_template_fingerprint = str("chat_template_fingerprint");
+  const OptionalDatasetSpec extra = optional_datasets_in(file_);
+  info.embedding_dim = extra.embedding_dim;
+  info.truncated_tokens = extra.truncated_tokens;
+  info.samples = extra.samples;
+  return info;
+}
+
+std::string describe_shard(const RunInfo& info) {
+  if (!info.shard.sharded()) return "the whole job (no shard)";
+  return "shard " + std::to_string(info.shard.index) + " of " + std::to_string(info.shard.count) + " (input lines " +
+         std::to_string(info.shard_lines.begin + 1) + " to " + std::to_string(info.shard_lines.end) + ")";
+}
+
 void ResultsFile::write_run_attrs(const RunInfo& info) {
   write_attr(file_, "tpbatch_version", std::string(version()), types_, name_);
   write_attr(file_, "model", info.model, types_, name_);
@@ -306,6 +347,14 @@ void ResultsFile::write_run_attrs(const RunInfo& info) {
   if (!info.model_fingerprint.empty()) write_attr(file_, "model_fingerprint", info.model_fingerprint, types_, name_);
   if (!info.chat_template_fingerprint.empty())
     write_attr(file_, "chat_template_fingerprint", info.chat_template_fingerprint, types_, name_);
+  if (info.shard.sharded()) {
+    write_attr(file_, "shard_index", info.shard.index, name_);
+    write_attr(file_, "shard_count", info.shard.count, name_);
+    write_attr(file_, "shard_first_line", info.shard_lines.begin, name_);
+    write_attr(file_, "shard_end_line", info.shard_lines.end, name_);
+    write_attr(file_, "shard_first_row", info.shard_rows.begin, name_);
+    write_attr(file_, "shard_end_row", info.shard_rows.end, name_);
+  }
 }
 
 void ResultsFile::add_run_metrics(const RunMetrics& m) {
@@ -348,16 +397,28 @@ void ResultsFile::add_run_metrics(const RunMetrics& m) {
   write_attr(g, "tpot_p99_seconds", m.tpot_p99, name_);
 }
 
-void ResultsFile::copy_metrics_from(ResultsFile& other) {
+void ResultsFile::add_metric_totals_from(ResultsFile& other) {
   if (H5Lexists(other.file_, "metrics", H5P_DEFAULT) <= 0) return;
   H5Handle from(check(H5Gopen2(other.file_, "metrics", H5P_DEFAULT), name_, "cannot open group '/metrics'"), H5Gclose);
-  H5Handle g(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name_,
-                   "cannot create group '/metrics'"),
-             H5Gclose);
+  H5Handle g;
+  if (H5Lexists(file_, "metrics", H5P_DEFAULT) > 0)
+    g = H5Handle(check(H5Gopen2(file_, "metrics", H5P_DEFAULT), name_, "cannot open group '/metrics'"), H5Gclose);
+  else
+    g = H5Handle(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name_,
+                       "cannot create group '/metrics'"),
+                 H5Gclose);
   for (const char* n : {"wall_seconds"})
-    if (has_attr(from, n)) write_attr(g, n, read_attr_double(from, n, name_), name_);
+    if (has_attr(from, n))
+      write_attr(g, n, read_attr_double(from, n, name_) + (has_attr(g, n) ? read_attr_double(g, n, name_) : 0.0), name_);
   for (const char* n : {"prompt_tokens", "prompt_tokens_cached", "output_tokens", "runs"})
-    if (has_attr(from, n)) write_attr(g, n, read_attr_int(from, n, name_), name_);
+    if (has_attr(from, n))
+      write_attr(g, n, read_attr_int(from, n, name_) + (has_attr(g, n) ? read_attr_int(g, n, name_) : int64_t{0}), name_);
+  // The rates over the totals, as add_run_metrics gives them after several runs.
+  const double wall = has_attr(g, "wall_seconds") ? read_attr_double(g, "wall_seconds", name_) : 0.0;
+  auto total = [&](const char* n) { return has_attr(g, n) ? static_cast<double>(read_attr_int(g, n, name_)) : 0.0; };
+  write_attr(g, "output_tokens_per_second", wall > 0 ? total("output_tokens") / wall : 0.0, name_);
+  write_attr(g, "total_tokens_per_second",
+             wall > 0 ? (total("prompt_tokens") + total("output_tokens")) / wall : 0.0, name_);
 }
 
 std::string ResultsFile::commit_id() const {

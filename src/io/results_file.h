@@ -47,8 +47,13 @@ class ResultsFile {
 
   // The run's attributes: version, model, task, job_yaml, layout, num_rows, fingerprints.
   void write_run_attrs(const RunInfo& info);
+  // The run attributes this file holds (the optional datasets it has included), as a RunInfo; its
+  // shard alone (none for a file of the whole job).
+  RunInfo run_info() const;
+  RunInfo shard_of_file() const;
   void add_run_metrics(const RunMetrics& m);          // /metrics: totals over runs, this run's figures
-  void copy_metrics_from(ResultsFile& other);          // the earlier runs' totals
+  // Adds other's /metrics totals (runs, wall seconds, tokens) to this file's (none yet: copies them).
+  void add_metric_totals_from(ResultsFile& other);
   std::string commit_id() const;                       // "" for a file older than commit ids
   void set_commit_id(const std::string& id);
   std::string job_id() const;                          // read_job_id

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "job/shard.h"
+
 namespace tpbatch {
 
 struct RunInfo {              // root attributes
@@ -24,7 +26,18 @@ struct RunInfo {              // root attributes
                                    // root attribute `input_path` (absolute): where export finds the input
   std::string chat_template_fingerprint{};  // the job's chat_template file, if any: resume refuses an edited one
   std::string job_id{};            // for a new file: its job_id (results_file.h); "" = a fresh random one
+  // A shard's file (input.shard) has every row of the job, at its index, but computes only the
+  // rows of its lines: attributes shard_index, shard_count, shard_first_line, shard_end_line,
+  // shard_first_row, shard_end_row (ranges [first, end), 0-based). Resume refuses another shard.
+  Shard shard{};
+  IndexRange shard_lines{};
+  IndexRange shard_rows{};
+  // The rows this file is to hold: the shard's, or all num_rows.
+  IndexRange rows_wanted() const { return shard.sharded() ? shard_rows : IndexRange{0, num_rows}; }
 };
+
+// "shard 3 of 16 (input lines 301 to 400)", or "the whole job (no shard)", for messages (results_file.cpp).
+std::string describe_shard(const RunInfo& info);
 
 struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file
   double wall_seconds = 0;

@@ -53,6 +53,9 @@ const std::vector<JobKey>& job_keys() {
       // Emitted only when not the default: files written before the key existed still resume.
       {"input.truncate", EnumChoice{{"error", "left"}, JOB_ENUM_FIELD(input.truncate, Truncate)},
        [](const JobSpec& j) { return j.input.truncate != Truncate::kError; }},
+      // Never emitted: every shard of a job has the same job_yaml, which resume and `tpbatch merge`
+      // compare; the shard is recorded in the results file's own attributes.
+      {"input.shard", Text{JOB_FIELD(input.shard)}, [](const JobSpec&) { return false; }},
 
       {"task", EnumChoice{{"generate", "score", "embed"}, JOB_ENUM_FIELD(task, Task)}},
       {"embed.pooling", EnumChoice{{"last", "mean", "cls"}, JOB_ENUM_FIELD(embed.pooling, Pooling)}, is_embed},

@@ -161,7 +161,19 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
                                   (fs::path(given).is_absolute() ? "" : where));
   }
 
+  try {
+    j.shard = parse_shard(j.input.shard, "input.shard", slurm_array_env());
+  } catch (const Error& e) {
+    errors.fail("input.shard", e.what());
+  }
+
   j.effective_yaml = emit_job_yaml(j);
+  // After the effective YAML, which names the whole job's output.path (what the merged file takes).
+  try {
+    j.output.path = shard_output_path(j.output.path, j.shard);
+  } catch (const Error& e) {
+    errors.fail("output.path", e.what());
+  }
   return j;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "job/sampling_params.h"
+#include "job/shard.h"
 
 namespace tpbatch {
 
@@ -57,6 +58,7 @@ struct InputSpec {
   UnknownKeys unknown_keys = UnknownKeys::kError;
   ScoreTokenization score_tokenization = ScoreTokenization::kJoint;  // joint: lm-eval's, encode prompt + completion
   Truncate truncate = Truncate::kError;  // prompts longer than the context: error (an error row) | left (keep the last tokens)
+  std::string shard;                   // as written: "" (the whole input) | "INDEX/COUNT" | "slurm" (job/shard.h)
 };
 
 // task: embed: the final-normed hidden states of the prompt, pooled.
@@ -99,13 +101,17 @@ struct JobSpec {
   SamplingParams sampling;
   OutputSpec output;
   EngineSpec engine;
+  Shard shard;                         // input.shard resolved; output.path is then the shard's file
   std::string effective_yaml;          // the job as run (overrides applied), for the results file
 };
 
 // Reads, overrides and validates a job. Throws tpbatch::Error with exit 2 naming the key (dotted
 // path) and the reason: missing file, YAML syntax (with line), unknown key, wrong type, bad value,
 // missing required key, unparsable --set. Relative `model` and `input.path` are taken from the
-// working directory, else from the job file's folder; `output.path` from the working directory.
+// working directory, else from the job file's folder; `output.path` from the working directory. For
+// a sharded job (input.shard) output.path is the shard's results file (shard_output_path); the
+// effective YAML keeps output.path as written and leaves input.shard out, so every shard of a job
+// has the same job_yaml.
 JobSpec load_job(const std::filesystem::path& job_yaml, const std::vector<std::string>& set_overrides);
 JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& set_overrides,
                   const std::filesystem::path& job_dir);

@@ -54,7 +54,8 @@ class Nccl : public ::testing::Test {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     if (size_ != 2) GTEST_SKIP() << "needs exactly 2 ranks";
     const int device = rank_ % cuda_device_count();
-    check_tp_group_gpus(gather_group_gpus(MPI_COMM_WORLD, 0, device), shared_gpu_allowed_by_env());
+    check_tp_group_gpus(gather_group_gpus(MPI_COMM_WORLD, 0, device, cuda_device_bus_id(device)),
+                        shared_gpu_allowed_by_env());
     backend_ = make_cuda_backend(device);
     comm_ = make_nccl_communicator(MPI_COMM_WORLD, *backend_);
   }

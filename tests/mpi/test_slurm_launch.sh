@@ -8,7 +8,9 @@
 #   (c) sbatch slurm/one_node_tp4x2.sbatch, LAUNCH=mpirun (8 ranks, TP=4 x 2 replicas, on CPU)
 #   (d) sbatch slurm/cpu_partition.sbatch, LAUNCH=srun (srun --mpi=pmix inside), stopped by TERM as
 #       at the time limit: it requeues itself and the second run resumes the file
-# (c) and (d) are submitted from elsewhere and find the launcher through TPBATCH_HOME.
+#   (e) sbatch --array=1-3 slurm/array_tp4x2.sbatch (3 shards, array ids from 1, 2 ranks each), then
+#       slurm/merge_shards.sbatch dependent on the array (afterok): the merged file is the job's
+# (c), (d) and (e) are submitted from elsewhere and find the launcher through TPBATCH_HOME.
 # Each results file must match the independent reference token for token and carry the
 # world_size the launcher gave it (so rank identity came from MPI, not from SLURM_PROCID).
 source "$(dirname "$0")/../e2e/lib.sh"
@@ -226,4 +228,17 @@ for i in range(900):
 print("900/900 rows of the requeued job match the reference")
 PYEOF
 grep '\[tpbatch\] done:' "$WORK/d.log" | sed 's/^/  the requeued run: /'
+
+echo "== [${SECONDS}s] (e) sbatch --array=1-3 slurm/array_tp4x2.sbatch, then slurm/merge_shards.sbatch afterok"
+array=$(TPBATCH_HOME="$REPO" LAUNCH=mpirun sbatch --parsable "${SMALL[@]}" --gpus-per-node=0 --array=1-3 \
+  --ntasks-per-node=2 -o "$WORK/e-%a.log" "$SLURM_DIR/array_tp4x2.sbatch" "$WORK/job.yaml" \
+  --set parallel.tensor=1 --set output.path="$WORK/e.h5")
+id=$(sbatch --parsable -p debug -t 10 -D "$WORK" --dependency=afterok:"$array" -o "$WORK/e-merge.log" \
+  "$SLURM_DIR/merge_shards.sbatch" "$WORK/e.h5" "$WORK/e.shard-*-of-0003.h5")
+wait_job "$id"
+for i in 1 2 3; do
+  grep -q "shard $((i - 1)) of 3 (input lines" "$WORK/e-$i.log" || die "array task $i ran no shard: $(cat "$WORK/e-$i.log")"
+done
+grep -q "merged 3 shards, 9 rows" "$WORK/e-merge.log" || die "the merge job: $(cat "$WORK/e-merge.log")"
+check "$WORK/e.h5" 2 1
 echo "== [${SECONDS}s] all Slurm launches match the reference"

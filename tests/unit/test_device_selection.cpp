@@ -45,6 +45,34 @@ TEST(TpGroupGpus, TwoRanksOnOneGpuIsAnErrorNamingThemAndTheGpu) {
   }
 }
 
+// --gpus-per-task=1: each rank sees only its own GPU, as device 0.
+TEST(TpGroupGpus, RanksSeeingTheirOwnGpuAsDeviceZeroPassByBusId) {
+  EXPECT_NO_THROW(check_tp_group_gpus({{0, 0, "0000:41:00.0"}, {0, 0, "0000:42:00.0"}, {0, 0, "0000:c1:00.0"}}, false));
+}
+
+// CUDA_VISIBLE_DEVICES ordered differently per rank: one GPU under two indexes.
+TEST(TpGroupGpus, OneGpuUnderTwoDeviceIndexesIsAnErrorNamingItsBusId) {
+  try {
+    check_tp_group_gpus({{0, 0, "0000:41:00.0"}, {0, 1, "0000:41:00.0"}}, false);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("TP ranks 0 and 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("GPU 0000:41:00.0 (device 0 to rank 0, 1 to rank 1) of node 0"), std::string::npos) << what;
+  }
+}
+
+TEST(TpGroupGpus, OneBusIdOnTwoNodesIsTwoGpus) {
+  EXPECT_NO_THROW(check_tp_group_gpus({{0, 0, "0000:41:00.0"}, {1, 0, "0000:41:00.0"}}, false));
+}
+
+TEST(TpGroupGpus, WithoutBusIdsTheDeviceIndexDecides) {
+  EXPECT_FALSE(same_gpu({0, 0, ""}, {0, 1, "0000:41:00.0"}));
+  EXPECT_TRUE(same_gpu({0, 1, ""}, {0, 1, "0000:41:00.0"}));
+  EXPECT_TRUE(same_gpu({0, 1, "0000:41:00.0"}, {0, 3, "0000:41:00.0"}));
+  EXPECT_FALSE(same_gpu({0, 1, "0000:41:00.0"}, {0, 1, "0000:42:00.0"}));
+}
+
 TEST(TpGroupGpus, TheOverrideAllowsSharing) { EXPECT_NO_THROW(check_tp_group_gpus({{0, 0}, {0, 0}}, true)); }
 
 TEST(TpGroupGpus, OverrideComesFromTheEnvironment) {

@@ -403,3 +403,22 @@ TEST_F(JobSpecTest, BinaryJobFileRejected) {
         << e.what();
   }
 }
+
+TEST_F(JobSpecTest, AShardNamesItsResultsFileButNotItsJobYaml) {
+  const JobSpec whole = parse("output:\n  path: out/results.h5\n");
+  const JobSpec shard = parse("output:\n  path: out/results.h5\n", {"input.shard=3/16"});
+  EXPECT_EQ(shard.shard.index, 3);
+  EXPECT_EQ(shard.shard.count, 16);
+  EXPECT_EQ(shard.output.path, "out/results.shard-0003-of-0016.h5");
+  EXPECT_EQ(whole.output.path, "out/results.h5");
+  EXPECT_FALSE(whole.shard.sharded());
+  // Every shard of a job has the whole job's YAML: resume and merge compare it.
+  EXPECT_EQ(shard.effective_yaml, whole.effective_yaml);
+}
+
+TEST_F(JobSpecTest, ABadShardNamesInputShard) {
+  EXPECT_NE(error_of(base_ + "  shard: 16/16\n").find("job.yaml: input.shard '16/16': shard index 16 is not below"),
+            std::string::npos);
+  EXPECT_NE(error_of(base_, {"input.shard=3"}).find("--set input.shard=3: input.shard '3' is not a shard"),
+            std::string::npos);
+}

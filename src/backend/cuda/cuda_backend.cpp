@@ -577,6 +577,15 @@ std::string cuda_device_description(int device) {
   return std::string(prop.name) + ", " + gib + " GiB, " + std::to_string(prop.multiProcessorCount) + " SMs";
 }
 
+std::string cuda_device_bus_id(int device) {
+  char id[64] = {};
+  if (cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof id), device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
 std::string cuda_build_info() {
   int rt = 0, nccl = 0;
   cudaRuntimeGetVersion(&rt);

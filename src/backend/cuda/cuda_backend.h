@@ -29,6 +29,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, Backend& cud
 int cuda_device_count();
 // "NVIDIA H200, 139.8 GiB, 132 SMs" for the start-up log; "" when the device cannot be queried.
 std::string cuda_device_description(int device);
+// The device's PCI bus id, "0000:41:00.0": which physical GPU it is, whatever index this process
+// sees it under. "" when it cannot be queried.
+std::string cuda_device_bus_id(int device);
 // "CUDA runtime 13.0, NCCL 2.27.7" (no GPU needed).
 std::string cuda_build_info();
 
