@@ -1,5 +1,5 @@
 #pragma once
-// The job file (YAML), validated, with `--set key=value` overrides applied. See CONTRACT.md.
+// The job file (YAML), validated, with `--set key=value` overrides applied. See docs/job.md.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -59,7 +59,7 @@ struct InputSpec {
   Truncate truncate = Truncate::kError;  // prompts longer than the context: error (an error row) | left (keep the last tokens)
 };
 
-// task: embed (issue 13 item 4): the final-normed hidden states of the prompt, pooled.
+// task: embed: the final-normed hidden states of the prompt, pooled.
 struct EmbedSpec {
   Pooling pooling = Pooling::Last;
   bool normalize = true;               // L2-normalise the pooled vector
