@@ -1,5 +1,5 @@
 #pragma once
-// Result datasets that only some jobs have (README "Extensions to the contract"):
+// Result datasets that only some jobs have (docs/results-file.md):
 //   /embedding         float32 [rows, hidden], task: embed; NaN for rows without an embedding
 //   /truncated_tokens  int64 [rows], input.truncate: left; prompt tokens dropped from the front
 //   /input_line        int64 [rows], lines with sampling.n > 1: the row's 0-based input line

@@ -233,7 +233,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   if (o.bandwidth_gbs == 0 || !std::isfinite(o.bandwidth_gbs) || !std::isfinite(o.alpha_us))
     throw JobError("--bandwidth-gbs must be positive and --alpha-us non-negative");
 
-  // A plan needs the model's config.json only (CONTRACT.md), not the input: the job is loaded with
+  // A plan needs the model's config.json only (docs/plan.md), not the input: the job is loaded with
   // input.path pointing at a file that exists (the job file itself), which plan never reads.
   std::vector<std::string> sets = o.sets;
   std::error_code ec;
