@@ -1,4 +1,4 @@
-// The four shared tokenizer suites (tokenizer.json + HF-made ids): every case must match exactly.
+// The four tokenizer suites of tests/data/ (tokenizer.json + HF-made ids): every case must match exactly.
 #include <gtest/gtest.h>
 
 #include <thread>

@@ -1,8 +1,8 @@
-// Component variants of the shared tokenizers (Metaspace, Split behaviors, added-token flags,
-// normalizers...), each checked against ids and decodes that Hugging Face tokenizers 0.23.3 made.
-// The expectations below were written by a script run against HF tokenizers (see the report in
-// the tokenizer work notes); a variant is the shared tokenizer.json with "patch" applied to its
-// top-level keys and "added" appended to its added_tokens.
+// Component variants of the test tokenizers of tests/data/ (Metaspace, Split behaviors, added-token
+// flags, normalizers...), each checked against ids and decodes that Hugging Face tokenizers 0.23.3
+// made. The expectations below were written by a script run against HF tokenizers; a variant is a
+// test tokenizer.json with "patch" applied to its top-level keys and "added" appended to its
+// added_tokens.
 #include <gtest/gtest.h>
 
 #include <fstream>
