@@ -1,5 +1,5 @@
 // libFuzzer target: encode arbitrary bytes with real tokenizers and decode them back.
-// Tokenizers, loaded once: every ${TPBATCH_SHARED_DIR}/tokenizers/*/tokenizer.json (Llama-2 SPM,
+// Tokenizers, loaded once: every tokenizer.json of tests/data/tokenizers.tar.xz (Llama-2 SPM,
 // GPT-2, Llama-3 and Qwen2 pre-tokenizers) and the generated one of `make-model` (vocab 512).
 // The first input byte picks the tokenizer and add_special_tokens; the rest is the text.
 // Checks: encode never throws (tokenizer.h: "never throws on odd input"); every id is inside the
@@ -49,11 +49,9 @@ bool valid_utf8(const std::string& s) {
 std::vector<Loaded>& tokenizers() {
   static std::vector<Loaded> all = [] {
     std::vector<Loaded> out;
-    const char* env = std::getenv("TPBATCH_SHARED_DIR");
-    std::filesystem::path shared = env ? env : TPBATCH_DEFAULT_SHARED_DIR;
     std::error_code ec;
     std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(shared / "tokenizers", ec))
+    for (const auto& e : std::filesystem::directory_iterator(TPBATCH_TEST_TOKENIZERS_DIR, ec))
       if (std::filesystem::exists(e.path() / "tokenizer.json", ec)) files.push_back(e.path() / "tokenizer.json");
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {

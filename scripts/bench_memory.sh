@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-MODEL=${2:-../shared/models/stories260K}
+MODEL=${2:-models/stories260K}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 printf "%10s %12s %10s %10s\n" rows "peak RSS MiB" seconds "rows/s"

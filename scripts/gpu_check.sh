@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: one command for the GPU test machine (../shared/GPU-MACHINE.md: one H200, CUDA,
+# The GPU check: one command for a bare GPU machine (docs/cuda.md "GPU check": one H200, CUDA,
 # Python with h5py and the pip NCCL wheel, but no MPI/HDF5/yaml-cpp/OpenBLAS/ICU/PCRE2/GTest).
 # Run from the repo root with the .debs from scripts/gpu_fetch_debs.sh carried in build-debs/:
 #   bash scripts/gpu_check.sh
@@ -521,9 +521,7 @@ if [[ "$EMULATED" == 1 ]]; then  # a 125M model on the emulated device would tak
 fi
 if ! skipping e2e; then
   STORIES=""
-  for s in "$REPO/models/stories260K" "$REPO/../shared/models/stories260K"; do
-    [[ -f "$s/model.safetensors" ]] && STORIES=$(cd "$s" && pwd) && break
-  done
+  [[ -f "$REPO/models/stories260K/model.safetensors" ]] && STORIES=$(cd "$REPO/models/stories260K" && pwd)
   if [[ -z "$STORIES" ]]; then
     make_model "$WORK/models/tiny" 60 --preset tiny && STORIES=$WORK/models/tiny
     row e2e stories260K absent "models/stories260K missing: a generated tiny model stands in"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads (never installs) the Debian packages that the GPU test machine lacks, so that
-# scripts/gpu_check.sh can unpack them there into a private prefix (see ../shared/GPU-MACHINE.md).
+# scripts/gpu_check.sh can unpack them there into a private prefix (see docs/cuda.md "GPU check").
 #   scripts/gpu_fetch_debs.sh DIR      # apt-get download into DIR (e.g. build-debs/, ignored by git)
 #   scripts/gpu_fetch_debs.sh --list   # print the package names, one a line (the simulation hides these)
 # The device tool carries at most 64 MiB (tracked tree + carried folders): the total is checked.

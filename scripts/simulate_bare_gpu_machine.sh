@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a command on this machine as if it were the bare GPU test machine (../shared/GPU-MACHINE.md):
+# Runs a command on this machine as if it were a bare GPU machine (docs/cuda.md "GPU check"):
 # the system's MPI, HDF5, yaml-cpp, OpenBLAS, ICU, PCRE2, GTest, nlohmann-json and CLI11 are gone,
 # and NCCL exists only in the pip-wheel layout (.../site-packages/nvidia/nccl/{include/nccl.h,
 # lib/libnccl.so.2}, no libnccl.so link). Rehearsal of scripts/gpu_check.sh:

@@ -6,6 +6,7 @@
 //   tpbatch make-model DIR [--preset tiny|125m|8b ...]
 //   tpbatch export RESULTS.h5 --format openai|jsonl [--output FILE] [--input FILE.jsonl]
 //   tpbatch render-chat --template FILE --messages FILE.json [--bos-token T] [--eos-token T]
+//   tpbatch job-keys
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include "job/shard.h"
 #include "io/merge_results.h"
 #include "io/result_writer.h"
+#include "job/job_keys_markdown.h"
 #include "plan/hardware_presets.h"
 #include "plan/plan_command.h"
 #include "reliability/shutdown.h"
@@ -38,7 +40,8 @@ int main(int argc, char** argv) {
 
   // `tpbatch JOB.yaml` is `tpbatch run JOB.yaml`.
   std::vector<std::string> args(argv + 1, argv + argc);
-  static const std::set<std::string> kCommands = {"run", "plan", "inspect", "make-model", "render-chat", "export", "merge"};
+  static const std::set<std::string> kCommands = {"run",    "plan",  "inspect", "make-model", "render-chat",
+                                                  "export", "merge", "job-keys"};
   if (!args.empty() && !kCommands.count(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
 
   CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
@@ -170,6 +173,8 @@ int main(int argc, char** argv) {
   render_chat->add_option("--eos-token", rc.eos_token, "the template's eos_token");
   render_chat->add_flag("--no-generation-prompt", rc.no_generation_prompt, "add_generation_prompt off");
 
+  auto* job_keys_cmd = app.add_subcommand("job-keys", "print every job key, its values, default and meaning (Markdown)");
+
   std::vector<char*> cargv{argv[0]};
   for (auto& a : args) cargv.push_back(a.data());
   try {
@@ -207,6 +212,10 @@ int main(int argc, char** argv) {
       return run_export(ex, std::cout);
     }
     if (*render_chat) return run_render_chat(rc, std::cout);
+    if (*job_keys_cmd) {
+      std::cout << job_keys_markdown();
+      return kExitOk;
+    }
     if (*make) {
       make_model(model_dir, mm);
       std::printf("wrote %s\n", model_dir.c_str());

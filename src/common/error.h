@@ -1,5 +1,5 @@
 #pragma once
-// One exception type for every user-facing failure. The exit code follows the contract:
+// One exception type for every user-facing failure. The exit code follows docs/exit-codes.md:
 // 2 = bad command line or job file, 3 = bad input data the job was told to fail on, 1 = other.
 #include <stdexcept>
 #include <string>

@@ -109,7 +109,7 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
   if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
   if (!full) return c;
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
-  // unmodified distribution (CONTRACT.md: /output_logprobs).
+  // unmodified distribution (docs/results-file.md: /output_logprobs).
   const float* pick_from = full;
   std::optional<float> row_max = res.max_logit;  // the LM head's maximum of these logits
   if (p.penalized() || masks_ends(s)) {

@@ -1,4 +1,4 @@
-// JSONL input: streaming reader, row counting and per-line parsing. See CONTRACT.md "Job file".
+// JSONL input: streaming reader, row counting and per-line parsing. See docs/job.md "Input".
 #include "io/input_row.h"
 
 #include <algorithm>

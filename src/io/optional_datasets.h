@@ -1,10 +1,10 @@
 #pragma once
-// Result datasets that only some jobs have (README "Extensions to the contract"):
+// Result datasets that only some jobs have (docs/results-file.md):
 //   /embedding         float32 [rows, hidden], task: embed; NaN for rows without an embedding
 //   /truncated_tokens  int64 [rows], input.truncate: left; prompt tokens dropped from the front
 //   /input_line        int64 [rows], lines with sampling.n > 1: the row's 0-based input line
 //   /sample            int32 [rows], the same jobs: which of the line's samples the row is
-// Chunked and extendible along rows like the contract's datasets; the writer creates them with the
+// Chunked and extendible along rows like the other per-row datasets; the writer creates them with the
 // file, reopens them on resume (refusing a file that lacks one the job needs), extends, writes and,
 // when a cut-off file is rebuilt, reads them back.
 #include <hdf5.h>

@@ -1,5 +1,5 @@
 #pragma once
-// The results file (HDF5, serial, written by one rank). Layout: CONTRACT.md "Results file".
+// The results file (HDF5, serial, written by one rank). Layout: docs/results-file.md.
 //
 // Crash consistency: the file at the output path is only ever replaced whole, by renaming a file
 // that was closed and synced (file_commit.h), so a kill or a power loss at any instant leaves either

@@ -1,4 +1,4 @@
-// One open results file: datasets, attributes, rows. Layout: CONTRACT.md "Results file".
+// One open results file: datasets, attributes, rows. Layout: docs/results-file.md.
 #include "io/results_file.h"
 
 #include <algorithm>

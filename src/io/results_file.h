@@ -1,5 +1,5 @@
 #pragma once
-// One open results file (HDF5): its datasets, attributes and rows (CONTRACT.md "Results file"). It
+// One open results file (HDF5): its datasets, attributes and rows (docs/results-file.md). It
 // only reads and writes the file it is given; which file that is, and when a written file replaces
 // the results file, is the writer's durability protocol (result_writer.h).
 #include <array>

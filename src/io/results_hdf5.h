@@ -1,6 +1,6 @@
 #pragma once
 // HDF5 plumbing shared by the results writer, the resume check and `tpbatch inspect`: RAII handles,
-// errors that name the file, attributes, and the results file's datasets (CONTRACT.md "Results file").
+// errors that name the file, attributes, and the results file's datasets (docs/results-file.md).
 #include <hdf5.h>
 
 #include <array>
@@ -65,7 +65,7 @@ struct Types {
   }
 };
 
-// kTopIds / kTopLogprobs: sampling.top_logprobs (README "Extensions to the contract").
+// kTopIds / kTopLogprobs: sampling.top_logprobs (docs/results-file.md).
 enum Ds { kId, kDone, kPrompt, kOutput, kText, kLogprobs, kLpSum, kGreedy, kFinish, kError, kTopIds, kTopLogprobs, kNumDs };
 inline constexpr std::array<const char*, kNumDs> kDsNames = {"id",           "done",        "prompt_tokens", "output_tokens",
                                                       "output_text",  "output_logprobs", "logprob_sum", "is_greedy",

@@ -1,6 +1,6 @@
 #pragma once
 // What the results file records about the job and its runs: the root attributes (RunInfo) and one
-// run's figures for /metrics (RunMetrics). CONTRACT.md "Results file".
+// run's figures for /metrics (RunMetrics). docs/results-file.md.
 #include <cstdint>
 #include <string>
 

@@ -30,78 +30,149 @@ bool is_embed(const JobSpec& j) { return j.task == Task::kEmbed; }
 
 const std::vector<JobKey>& job_keys() {
   static const std::vector<JobKey> keys = {
-      {"model", Text{JOB_FIELD(model), TextRule::kRequired}},
-      {"dtype", EnumChoice{{"auto", "float32", "bfloat16", "float16"}, JOB_ENUM_FIELD(dtype, DTypeChoice)}},
-      {"device", EnumChoice{{"auto", "cpu", "cuda"}, JOB_ENUM_FIELD(device, Device)}},
+      {"model", Text{JOB_FIELD(model), TextRule::kRequired},
+       "The model: a Hugging Face folder with `config.json`, `*.safetensors` (or `model.safetensors.index.json` and "
+       "its shards) and `tokenizer.json`. A relative path is taken from the working directory, else from the job "
+       "file's folder."},
+      {"dtype", EnumChoice{{"auto", "float32", "bfloat16", "float16"}, JOB_ENUM_FIELD(dtype, DTypeChoice)},
+       "The weights' dtype on the device: auto keeps the checkpoint's storage dtype (bf16/fp16 stay 16-bit); "
+       "float32 widens. Norms and biases are always float32."},
+      {"device", EnumChoice{{"auto", "cpu", "cuda"}, JOB_ENUM_FIELD(device, Device)},
+       "Where the engine computes: auto picks CUDA when every rank sees a GPU, else the CPU, and the log says which "
+       "and why."},
 
-      {"parallel.tensor", Integer{JOB_FIELD(parallel.tensor), 1}},
-      {"parallel.pipeline", Integer{JOB_FIELD(parallel.pipeline), 1}},
-      {"parallel.ranks_per_node", Integer{JOB_FIELD(parallel.ranks_per_node), 0}},
+      {"parallel.tensor", Integer{JOB_FIELD(parallel.tensor), 1},
+       "Tensor-parallel degree. The ranks of one TP group share a node."},
+      {"parallel.pipeline", Integer{JOB_FIELD(parallel.pipeline), 1},
+       "Pipeline stages, placed across nodes. Data-parallel replicas = world size / (tensor × pipeline)."},
+      {"parallel.ranks_per_node", Integer{JOB_FIELD(parallel.ranks_per_node), 0},
+       "0 = nodes as MPI reports them; N > 0 treats every N consecutive ranks as a node."},
       // Emitted only when not the default: files written before the key existed still resume.
       {"parallel.experts", EnumChoice{{"tensor", "expert"}, JOB_ENUM_FIELD(parallel.experts, ExpertSplit)},
+       "Mixture-of-experts models: tensor splits every expert across the TP ranks like the dense MLP; expert gives "
+       "each rank whole experts (num_experts / parallel.tensor of them). A dense model, or num_experts not divisible "
+       "by parallel.tensor, makes expert a job error.",
        [](const JobSpec& j) { return j.parallel.experts != ExpertSplit::kTensor; }},
 
-      {"input.path", Text{JOB_FIELD(input.path), TextRule::kRequired}},
-      {"input.text_field", Text{JOB_FIELD(input.text_field), TextRule::kNonEmpty}},
-      {"input.tokens_field", OptionalText{JOB_FIELD(input.tokens_field)}},
-      {"input.id_field", Text{JOB_FIELD(input.id_field), TextRule::kNonEmpty}},
-      {"input.completion_field", Text{JOB_FIELD(input.completion_field), TextRule::kNonEmpty}},
-      {"input.on_bad_line", EnumChoice{{"record", "fail"}, JOB_ENUM_FIELD(input.on_bad_line, OnBadLine)}},
-      {"input.unknown_keys", EnumChoice{{"error", "ignore"}, JOB_ENUM_FIELD(input.unknown_keys, UnknownKeys)}},
+      {"input.path", Text{JOB_FIELD(input.path), TextRule::kRequired},
+       "The input: a regular JSONL file, one JSON object a line, streamed (never loaded whole)."},
+      {"input.text_field", Text{JOB_FIELD(input.text_field), TextRule::kNonEmpty}, "The field holding the prompt text."},
+      {"input.tokens_field", OptionalText{JOB_FIELD(input.tokens_field)},
+       "A field holding the prompt as a list of token ids, instead of text."},
+      {"input.id_field", Text{JOB_FIELD(input.id_field), TextRule::kNonEmpty},
+       "The field holding the row's id (optional in a line; default: the 0-based line number)."},
+      {"input.completion_field", Text{JOB_FIELD(input.completion_field), TextRule::kNonEmpty},
+       "Score task: the field holding the text whose likelihood is wanted. Without it in a line, the prompt itself is "
+       "scored (perplexity)."},
+      {"input.on_bad_line", EnumChoice{{"record", "fail"}, JOB_ENUM_FIELD(input.on_bad_line, OnBadLine)},
+       "A bad line: record writes an error row and goes on; fail ends the job with exit 3."},
+      {"input.unknown_keys", EnumChoice{{"error", "ignore"}, JOB_ENUM_FIELD(input.unknown_keys, UnknownKeys)},
+       "A key in a line that the job does not read: error makes the row an error row naming it; ignore skips it."},
       {"input.score_tokenization",
-       EnumChoice{{"joint", "separate"}, JOB_ENUM_FIELD(input.score_tokenization, ScoreTokenization)}},
+       EnumChoice{{"joint", "separate"}, JOB_ENUM_FIELD(input.score_tokenization, ScoreTokenization)},
+       "Score task: joint encodes context + completion as one text, as lm-evaluation-harness does; separate encodes "
+       "the completion on its own."},
       // Emitted only when not the default: files written before the key existed still resume.
       {"input.truncate", EnumChoice{{"error", "left"}, JOB_ENUM_FIELD(input.truncate, Truncate)},
+       "A prompt that does not fit the model's context: error makes it an error row; left keeps its last tokens.",
        [](const JobSpec& j) { return j.input.truncate != Truncate::kError; }},
       // Never emitted: every shard of a job has the same job_yaml, which resume and `tpbatch merge`
       // compare; the shard is recorded in the results file's own attributes.
-      {"input.shard", Text{JOB_FIELD(input.shard)}, [](const JobSpec&) { return false; }},
+      {"input.shard", Text{JOB_FIELD(input.shard)},
+       "Run one shard of the input: INDEX/COUNT (shard INDEX of COUNT, from 0; one contiguous range of "
+       "lines) or slurm (this Slurm array task's shard). Its own results file (results.shard-0003-of-0016.h5, "
+       "or {shard} in output.path replaced); `tpbatch merge` joins the shards. Same as `run --shard`.",
+       [](const JobSpec&) { return false; }},
 
-      {"task", EnumChoice{{"generate", "score", "embed"}, JOB_ENUM_FIELD(task, Task)}},
-      {"embed.pooling", EnumChoice{{"last", "mean", "cls"}, JOB_ENUM_FIELD(embed.pooling, Pooling)}, is_embed},
-      {"embed.normalize", Flag{JOB_FIELD(embed.normalize)}, is_embed},
+      {"task", EnumChoice{{"generate", "score", "embed"}, JOB_ENUM_FIELD(task, Task)},
+       "generate: new tokens (greedy or sampled); score: log-likelihoods of completions, or a prompt's perplexity; "
+       "embed: one pooled hidden-state vector per prompt."},
+      {"embed.pooling", EnumChoice{{"last", "mean", "cls"}, JOB_ENUM_FIELD(embed.pooling, Pooling)},
+       "Embed task: the embedding is the final-normed hidden state at the prompt's last position, the mean over its "
+       "positions, or its first (cls).",
+       is_embed},
+      {"embed.normalize", Flag{JOB_FIELD(embed.normalize)}, "Embed task: L2-normalize the pooled vector.", is_embed},
       // Empty = the tokenizer's own template; emitted only when a file is named.
-      {"chat_template", Text{JOB_FIELD(chat_template)}, [](const JobSpec& j) { return !j.chat_template.empty(); }},
+      {"chat_template", Text{JOB_FIELD(chat_template)},
+       "A Jinja file rendering `messages` rows, instead of the `chat_template` of the model's "
+       "`tokenizer_config.json`.",
+       [](const JobSpec& j) { return !j.chat_template.empty(); }},
 
-      {"sampling.max_new_tokens", Integer{JOB_FIELD(sampling.max_new_tokens), 0}},
-      {"sampling.temperature", Number{JOB_FIELD(sampling.temperature), 0.0, false, std::nullopt}},
-      {"sampling.top_k", Integer{JOB_FIELD(sampling.top_k), 0}},
-      {"sampling.top_p", Number{JOB_FIELD(sampling.top_p), 0.0, true, 1.0}},
-      {"sampling.seed", Unsigned{JOB_FIELD(sampling.seed)}},
-      {"sampling.stop", StopStrings{JOB_FIELD(sampling.stop)}},
-      {"sampling.ignore_eos", Flag{JOB_FIELD(sampling.ignore_eos)}},
-      {"sampling.min_p", Number{JOB_FIELD(sampling.min_p), 0.0, false, 1.0}},
-      {"sampling.repetition_penalty", Number{JOB_FIELD(sampling.repetition_penalty), 0.0, true, std::nullopt}},
-      {"sampling.presence_penalty", FiniteNumber{JOB_FIELD(sampling.presence_penalty)}},
-      {"sampling.frequency_penalty", FiniteNumber{JOB_FIELD(sampling.frequency_penalty)}},
-      {"sampling.stop_token_ids", TokenIds{JOB_FIELD(sampling.stop_token_ids)}},
-      {"sampling.min_tokens", Integer{JOB_FIELD(sampling.min_tokens), 0}},
-      {"sampling.top_logprobs", Integer{JOB_FIELD(sampling.top_logprobs), 0, kMaxTopLogprobs}},
+      {"sampling.max_new_tokens", Integer{JOB_FIELD(sampling.max_new_tokens), 0},
+       "Generate: the most tokens a row generates. Every sampling key may also be set per line in the JSONL."},
+      {"sampling.temperature", Number{JOB_FIELD(sampling.temperature), 0.0, false, std::nullopt}, "0 = greedy."},
+      {"sampling.top_k", Integer{JOB_FIELD(sampling.top_k), 0}, "Keep the k most likely tokens; 0 = off."},
+      {"sampling.top_p", Number{JOB_FIELD(sampling.top_p), 0.0, true, 1.0},
+       "Keep the smallest set of most likely tokens whose probability reaches p; 1 = off."},
+      {"sampling.seed", Unsigned{JOB_FIELD(sampling.seed)},
+       "A row's samples depend only on (seed, row, sample, step), never on the layout, the batch or an interruption."},
+      {"sampling.stop", StopStrings{JOB_FIELD(sampling.stop)},
+       "Stop strings: the row finishes with `finish_reason` `stop`; the stop string is not in `/output_text`."},
+      {"sampling.ignore_eos", Flag{JOB_FIELD(sampling.ignore_eos)}, "Keep generating past EOS."},
+      {"sampling.min_p", Number{JOB_FIELD(sampling.min_p), 0.0, false, 1.0},
+       "Keep tokens whose probability at the temperature is at least min_p × the most likely one's (after top_k and "
+       "top_p); 0 = off."},
+      {"sampling.repetition_penalty", Number{JOB_FIELD(sampling.repetition_penalty), 0.0, true, std::nullopt},
+       "Hugging Face's: each distinct token of the prompt and of the output has a positive logit divided by it, a "
+       "negative one multiplied; 1 = off."},
+      {"sampling.presence_penalty", FiniteNumber{JOB_FIELD(sampling.presence_penalty)},
+       "OpenAI's: a logit drops by this if its token occurs among the generated tokens (the prompt does not count)."},
+      {"sampling.frequency_penalty", FiniteNumber{JOB_FIELD(sampling.frequency_penalty)},
+       "OpenAI's: a logit drops by this × its token's count among the generated tokens."},
+      {"sampling.stop_token_ids", TokenIds{JOB_FIELD(sampling.stop_token_ids)},
+       "Generating one of these ids finishes the row with `finish_reason` `stop`; the id stays in `/output_tokens`, "
+       "its text is not in `/output_text`."},
+      {"sampling.min_tokens", Integer{JOB_FIELD(sampling.min_tokens), 0},
+       "EOS and stop_token_ids cannot be picked until this many tokens are generated."},
+      {"sampling.top_logprobs", Integer{JOB_FIELD(sampling.top_logprobs), 0, kMaxTopLogprobs},
+       "Record the k most likely tokens and their logprobs at every generated position (`/top_logprob_tokens`, "
+       "`/top_logprobs`)."},
       // Emitted only when not the default: files written before the key existed still resume.
-      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples}, [](const JobSpec& j) { return j.sampling.n != 1; }},
+      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples},
+       "Generate: samples per prompt, each its own results row (consecutive, in input order).",
+       [](const JobSpec& j) { return j.sampling.n != 1; }},
 
-      {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty}},
-      {"output.if_exists", EnumChoice{{"resume", "overwrite", "fail"}, JOB_ENUM_FIELD(output.if_exists, IfExists)}},
-      {"output.logprobs", Flag{JOB_FIELD(output.logprobs)}},
+      {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty},
+       "The results file (HDF5), relative to the working directory. It may not be a file the job reads."},
+      {"output.if_exists", EnumChoice{{"resume", "overwrite", "fail"}, JOB_ENUM_FIELD(output.if_exists, IfExists)},
+       "An existing results file: resume keeps its done rows and computes only the rest; overwrite starts afresh; "
+       "fail exits 2."},
+      {"output.logprobs", Flag{JOB_FIELD(output.logprobs)},
+       "Store each generated token's logprob in `/output_logprobs`; false leaves them empty (score rows always have "
+       "them)."},
       // Emitted only when not the default: files written before the key existed still resume.
       {"output.flush_rows", Integer{JOB_FIELD(output.flush_rows), 1, int64_t{1} << 20},
+       "Rows recorded between two durable appends to the results journal (appends also happen at least every "
+       "second).",
        [](const JobSpec& j) { return j.output.flush_rows != OutputSpec{}.flush_rows; }},
 
-      {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1}},
-      {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}},
-      {"engine.kv_cache_tokens", Integer{JOB_FIELD(engine.kv_cache_tokens), 0}},
+      {"engine.max_batch_tokens", Integer{JOB_FIELD(engine.max_batch_tokens), 1},
+       "Tokens per forward step (prefill chunks + decodes)."},
+      {"engine.max_seqs", Integer{JOB_FIELD(engine.max_seqs), 1}, "Sequences in flight per replica."},
+      {"engine.kv_cache_tokens", Integer{JOB_FIELD(engine.kv_cache_tokens), 0},
+       "KV cache capacity per rank in tokens; 0 = sized from free memory. A value past what memory holds gets what "
+       "memory holds, with a warning."},
       // The first three of DTypeChoice (no float16 KV cache).
       {"engine.kv_cache_dtype",
-       EnumChoice{{"auto", "float32", "bfloat16"}, JOB_ENUM_FIELD(engine.kv_cache_dtype, DTypeChoice)}},
-      {"engine.memory_utilization", Number{JOB_FIELD(engine.memory_utilization), 0.0, true, 1.0}},
+       EnumChoice{{"auto", "float32", "bfloat16"}, JOB_ENUM_FIELD(engine.kv_cache_dtype, DTypeChoice)},
+       "The KV cache's dtype; auto = float32 on the CPU, bfloat16 on CUDA."},
+      {"engine.memory_utilization", Number{JOB_FIELD(engine.memory_utilization), 0.0, true, 1.0},
+       "The share of device memory the engine may use."},
       // The paged-attention kernels take blocks of at most 256 positions.
-      {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1, 256}},
-      {"engine.threads", Integer{JOB_FIELD(engine.threads), 0, 4096}},
-      {"engine.progress_interval", Number{JOB_FIELD(engine.progress_interval), 0.0, false, std::nullopt}},
-      {"engine.admission", EnumChoice{{"fifo", "longest_first"}, JOB_ENUM_FIELD(engine.admission, AdmissionPolicy)}},
-      {"engine.lookahead", Integer{JOB_FIELD(engine.lookahead), 1}},
-      {"engine.prefix_caching", Flag{JOB_FIELD(engine.prefix_caching)}},
-      {"engine.watchdog_seconds", Number{JOB_FIELD(engine.watchdog_seconds), 0.0, false, std::nullopt}},
+      {"engine.block_size", Integer{JOB_FIELD(engine.block_size), 1, 256},
+       "Tokens per KV cache block (at most 256: the paged-attention kernels' limit)."},
+      {"engine.threads", Integer{JOB_FIELD(engine.threads), 0, 4096},
+       "A rank's BLAS and OpenMP threads; 0 = the CPUs the rank may run on (its affinity mask) divided by the most "
+       "ranks of its machine sharing any of them, at least 1."},
+      {"engine.progress_interval", Number{JOB_FIELD(engine.progress_interval), 0.0, false, std::nullopt},
+       "Seconds between progress lines when standard error is not a terminal."},
+      {"engine.admission", EnumChoice{{"fifo", "longest_first"}, JOB_ENUM_FIELD(engine.admission, AdmissionPolicy)},
+       "The order in which rows read ahead are admitted to the batch."},
+      {"engine.lookahead", Integer{JOB_FIELD(engine.lookahead), 1}, "Rows a replica reads ahead of what it runs."},
+      {"engine.prefix_caching", Flag{JOB_FIELD(engine.prefix_caching)},
+       "Rows of a replica share the cached KV blocks of equal prompt prefixes; results are the same on and off."},
+      {"engine.watchdog_seconds", Number{JOB_FIELD(engine.watchdog_seconds), 0.0, false, std::nullopt},
+       "A rank silent (no heartbeat) this long ends the job, naming it; 0 = off."},
   };
   return keys;
 }

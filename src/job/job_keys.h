@@ -1,7 +1,8 @@
 #pragma once
 // The keys of the job file, each written once: its dotted name, the JobSpec field it fills, the kind
-// of value with its validation, and when the effective-job YAML carries it. Parsing, the known-key
-// check, `--set` and the effective YAML all read this one table. See CONTRACT.md.
+// of value with its validation, what it means, and when the effective-job YAML carries it. Parsing,
+// the known-key check, `--set`, the effective YAML and the reference (docs/job-keys.md) all read
+// this one table.
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
@@ -85,6 +86,7 @@ using Value = std::variant<Text, OptionalText, Choice, EnumChoice, Integer, Unsi
 struct JobKey {
   const char* key;  // dotted: "model", "engine.threads"
   job_key::Value value;
+  const char* doc;  // what it means, one or two sentences: the job-key reference (`tpbatch job-keys`)
   // Whether the effective YAML carries the key; null = always. A key added after results files were
   // written is emitted only when it differs from its default, so those files still resume.
   bool (*emitted)(const JobSpec&) = nullptr;

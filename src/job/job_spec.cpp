@@ -1,5 +1,5 @@
 // The job file: its structure, `--set` overrides and paths; the keys themselves are read and emitted
-// from the table in job_keys.cpp. See CONTRACT.md.
+// from the table in job_keys.cpp. See docs/job.md.
 #include "job/job_spec.h"
 
 #include <yaml-cpp/yaml.h>

@@ -1,5 +1,5 @@
 #pragma once
-// The job file (YAML), validated, with `--set key=value` overrides applied. See CONTRACT.md.
+// The job file (YAML), validated, with `--set key=value` overrides applied. See docs/job.md.
 #include <cstdint>
 #include <filesystem>
 #include <optional>

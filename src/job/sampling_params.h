@@ -25,7 +25,7 @@ struct SamplingParams {
   int64_t top_logprobs = 0;          // k best alternatives recorded at each generated position; 0 = off
   bool ignore_eos = false;
   // Independent samples of the prompt (task: generate): each is a results row of its own, the
-  // line's rows consecutive (README "n > 1"); sample s draws from (seed, line, sample s, step).
+  // line's rows consecutive (docs/results-file.md "Several samples per prompt"); sample s draws from (seed, line, sample s, step).
   int64_t n = 1;
 
   bool greedy() const { return temperature <= 0.0; }

@@ -253,7 +253,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   if (o.internode_gbs == 0 || !std::isfinite(o.internode_gbs) || !std::isfinite(o.internode_alpha_us))
     throw JobError("--internode-gbs must be positive and --internode-alpha-us non-negative");
 
-  // A plan needs the model's config.json only (CONTRACT.md), not the input: the job is loaded with
+  // A plan needs the model's config.json only (docs/plan.md), not the input: the job is loaded with
   // input.path pointing at a file that exists (the job file itself), which plan never reads.
   std::vector<std::string> sets = o.sets;
   std::error_code ec;

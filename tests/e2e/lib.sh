@@ -1,23 +1,23 @@
-# Shared by the end-to-end tests: locating the binary, the shared assets, mpirun as root.
-# Tests exit 77 (ctest: skipped) when an asset they need is absent.
+# Shared by the end-to-end tests: locating the binary and the test assets, mpirun as root.
+# Tests exit 77 (ctest: skipped) when a tool they need is absent; every asset is in the clone.
 set -euo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 : "${TPBATCH:?TPBATCH must point at the tpbatch binary}"
 : "${TPBATCH_BUILD_DIR:?}"
-SHARED=${TPBATCH_SHARED_DIR:-}
 REFERENCE="$TPBATCH_BUILD_DIR/tests/reference/tpbatch_reference"
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tpbatch-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-STORIES="$SHARED/models/stories260K"
+# The real model every test runs (committed: models/stories260K) and the tokenizer suites of
+# tests/data/ (unpacked by the build: tests/data/unpack_tokenizers.cmake).
+STORIES=$(cd "$HERE/../.." && pwd)/models/stories260K
+TEST_TOKENIZERS=${TPBATCH_TEST_TOKENIZERS_DIR:-}
 
+# A test of the real model fails, never skips, without it: it is part of the clone.
 need_stories() {
-  if [ ! -f "$STORIES/model.safetensors" ]; then
-    echo "SKIP: $STORIES not present (shared test model absent)"
-    exit 77
-  fi
+  [ -f "$STORIES/model.safetensors" ] || fail "$STORIES/model.safetensors is missing from the clone"
 }
 
 # mpirun_tpbatch NP ARGS...: run tpbatch on NP ranks, bounded in time.
@@ -114,9 +114,8 @@ matches_reference() {
     fail "$model at TP=$t PP=$p $* does not match the reference"
 }
 
-# --- Crash tests: the committed stories260K (no shared assets needed) and the LD_PRELOAD fault
-# injector (kill_at_write.c) that stops a job at its K-th write, sync, rename... of the output.
-COMMITTED_STORIES="$HERE/../../models/stories260K"
+# --- Crash tests: the LD_PRELOAD fault injector (kill_at_write.c) that stops a job at its K-th
+# write, sync, rename... of the output.
 
 # build_kill_at_write: $WORK/kill_at_write.so (skips the test without a C compiler).
 build_kill_at_write() {

@@ -17,7 +17,7 @@ JINJA
 for c in "Once upon a time" range repeat double loops "The little dog"; do
   printf '{"messages": [{"role": "user", "content": "%s"}]}\n' "$c"
 done >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "chat_template: $WORK/template.jinja" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "chat_template: $WORK/template.jinja" \
   "sampling:" "  max_new_tokens: 2"
 timeout 120 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/log" || fail "the job exited $?: $(tail -3 "$WORK/log")"
 $PY - "$WORK/out.h5" <<'PY' || fail "the rows are not as expected"

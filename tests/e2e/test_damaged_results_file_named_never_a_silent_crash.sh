@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 need_numpy_h5py
 build_kill_at_write
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time"}' '{"id": "b", "prompt": "The little dog"}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/good.h5" "sampling:" "  max_new_tokens: 4"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/good.h5" "sampling:" "  max_new_tokens: 4"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the run failed"
 $PY - "$WORK/good.h5" "$WORK/damaged" <<'PY'
 import os, random, sys

@@ -14,7 +14,7 @@ with open(sys.argv[1], "w") as f:
     f.write('{"custom_id": "deep-request", "method": "POST", "url": "/v1/completions", "body": {"prompt": ' + deep + '}}\n')
     f.write(json.dumps({"id": "ok-4", "ids": [1, 378, 247, 155]}) + "\n")
 PY
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "  tokens_field: ids" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "  tokens_field: ids" \
   "  on_bad_line: record" "sampling:" "  max_new_tokens: 3"
 # tokens_field belongs under input:, the write_job helper's extra lines follow output:; move it.
 $PY - "$WORK/job.yaml" <<'PY'

@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 printf '%s\n' '{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"prompt": "Once upon"}}' \
   >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "sampling:" "  max_new_tokens: 2"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "sampling:" "  max_new_tokens: 2"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the run failed"
 cp "$WORK/in.jsonl" "$WORK/other.jsonl"
 ln -s "$WORK/r.h5" "$WORK/link.h5"

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 mkdir -p "$WORK/job/data" "$WORK/job/out" "$WORK/elsewhere"
 printf '%s\n' '{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "Once upon a time", "max_tokens": 2}}' \
   >"$WORK/job/data/in.jsonl"
-(cd "$WORK/job" && write_job job.yaml "$COMMITTED_STORIES" data/in.jsonl out/r.h5 && "$TPBATCH" job.yaml 2>/dev/null) ||
+(cd "$WORK/job" && write_job job.yaml "$STORIES" data/in.jsonl out/r.h5 && "$TPBATCH" job.yaml 2>/dev/null) ||
   fail "the run failed"
 
 export_from() {  # DIR RESULTS: export run from DIR; its stderr in $WORK/log

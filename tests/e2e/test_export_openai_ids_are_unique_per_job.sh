@@ -3,7 +3,7 @@
 # job_id and the line: two jobs' exports share no id, and a resumed job keeps its ids.
 source "$(dirname "$0")/lib.sh"
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time"}' '{"id": "b", "prompt": "The little dog"}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/one.h5" "sampling:" "  max_new_tokens: 2"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/one.h5" "sampling:" "  max_new_tokens: 2"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "job one failed"
 "$TPBATCH" "$WORK/job.yaml" --set output.path="$WORK/two.h5" 2>/dev/null || fail "job two failed"
 "$TPBATCH" export "$WORK/one.h5" --format openai -o "$WORK/one.jsonl" 2>/dev/null || fail "export one failed"

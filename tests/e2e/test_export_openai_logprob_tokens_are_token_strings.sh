@@ -3,7 +3,7 @@
 # model folder the results file names), with their UTF-8 bytes: a row's chosen tokens spell its
 # output text. Without the model folder the tokens are token_id:N, said once on standard error.
 source "$(dirname "$0")/lib.sh"
-cp -r "$COMMITTED_STORIES" "$WORK/model"
+cp -r "$STORIES" "$WORK/model"
 printf '%s\n' '{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "Once upon a time", "max_tokens": 6, "logprobs": 2}}' \
   '{"custom_id": "b", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "m", "messages": [{"role": "user", "content": "The little dog"}], "max_tokens": 6, "logprobs": true, "top_logprobs": 2}}' \
   >"$WORK/in.jsonl"

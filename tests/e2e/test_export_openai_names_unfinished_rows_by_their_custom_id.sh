@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 req() { printf '{"custom_id": "%s", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "%s", "max_tokens": 3}}\n' "$@"; }
 { req first "Once upon a time"; req second "The little dog"; req third "A cat"; } >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/r.h5"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/r.h5"
 TPBATCH_TEST_STOP_AFTER_ROWS=1 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/run.log" &
 pid=$!  # tpbatch itself: its state is what is watched
 trap 'kill -KILL "$pid" 2>/dev/null || true; rm -rf "$WORK"' EXIT

@@ -9,7 +9,7 @@ req() { printf '{"custom_id": "%s", "method": "POST", "url": "%s", "body": {"mod
   req b /v1/chat/completions m-b '"messages": [{"role": "user", "content": "The little dog"}]'
 } >"$WORK/in.jsonl"
 echo '{% for m in messages %}{{ m.content }}{% endfor %}' >"$WORK/template.jinja"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "chat_template: $WORK/template.jinja" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "chat_template: $WORK/template.jinja" \
   "sampling:" "  max_new_tokens: 2"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the run failed"
 "$TPBATCH" export "$WORK/r.h5" --format openai --output "$WORK/ok.jsonl" || fail "export of the unchanged input failed"

@@ -61,7 +61,6 @@ ART="$TPBATCH_BUILD_DIR/fuzz-artifacts"
 mkdir -p "$ART"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TPBATCH_SHARED_DIR
 failed=()
 for t in "${TARGETS[@]}"; do
   max_len=4096

@@ -5,9 +5,9 @@
 # .debs unpacked into a private prefix) must load every library of tpbatch, run a stories260K job
 # with the same tokens and logprobs as outside, and run TP=2 under the prefix's mpirun. Outside the
 # namespace nothing may change. (The full rehearsal, which also builds the CUDA configuration, takes
-# far longer: see README "GPU check".)
-# Skips (77) without root/unshare/overlayfs, without the .debs (scripts/gpu_fetch_debs.sh build-debs)
-# or without the shared model.
+# far longer: see docs/cuda.md "GPU check".)
+# Skips (77) without root/unshare/overlayfs or without the .debs (scripts/gpu_fetch_debs.sh
+# build-debs).
 source "$(dirname "$0")/lib.sh"
 need_stories
 SRC=${TPBATCH_SOURCE_DIR:?}

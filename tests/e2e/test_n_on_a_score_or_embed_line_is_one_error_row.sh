@@ -8,7 +8,7 @@ printf '%s\n' '{"id": "a", "prompt": "Once upon a time", "completion": " there"}
   '{"id": "b", "prompt": "The little dog", "completion": " ran", "n": 2}' \
   '{"id": "c", "prompt": "Lily liked", "completion": " to"}' >"$WORK/in.jsonl"
 for task in score embed; do
-  write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/$task.h5" "task: $task" \
+  write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/$task.h5" "task: $task" \
     "input:" "  unknown_keys: ignore"
   # write_job already wrote an input: section; merge the extra key into it.
   $PY - "$WORK/job.yaml" <<'PY'

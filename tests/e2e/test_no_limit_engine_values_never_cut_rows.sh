@@ -10,9 +10,9 @@ need_numpy_h5py
 $PY -c "
 import json
 for i in range(4): print(json.dumps({'id': f'r{i}', 'prompt': 'Once upon a time ' * (i + 1)}))" >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/out.h5" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 40" "  ignore_eos: true"
-cp -r "$COMMITTED_STORIES" "$WORK/long-context"
+cp -r "$STORIES" "$WORK/long-context"
 patch_json "$WORK/long-context/config.json" "c['max_position_embeddings'] = 2**57"
 big=9223372036854775807
 

@@ -4,7 +4,7 @@
 # if_exists: overwrite: exit 2 before any model is loaded, naming both paths, and every file the
 # job reads is byte for byte as before.
 source "$(dirname "$0")/lib.sh"
-cp -r "$COMMITTED_STORIES" "$WORK/model"
+cp -r "$STORIES" "$WORK/model"
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time"}' >"$WORK/in.jsonl"
 echo '{{ messages[0].content }}' >"$WORK/template.jinja"
 write_job "$WORK/job.yaml" "$WORK/model" "$WORK/in.jsonl" "$WORK/out.h5" "chat_template: $WORK/template.jinja" \

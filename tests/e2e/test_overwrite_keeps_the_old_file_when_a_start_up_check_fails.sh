@@ -5,7 +5,7 @@
 # non-zero naming what is wrong and leaves the old file byte for byte, with nothing beside it.
 source "$(dirname "$0")/lib.sh"
 for i in 1 2 3 4 5; do echo "{\"id\": \"r$i\", \"prompt\": \"Once upon a time $i\"}"; done >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "sampling:" "  max_new_tokens: 4"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "sampling:" "  max_new_tokens: 4"
 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/log" || { cat "$WORK/log"; fail "the first run failed"; }
 "$TPBATCH" inspect "$WORK/out.h5" | grep -q "rows *5 / 5 done" || fail "the first run did not finish its 5 rows"
 cp "$WORK/out.h5" "$WORK/good.h5"
@@ -26,7 +26,7 @@ refused() {
 }
 
 mkdir "$WORK/no-tokenizer"
-cp "$COMMITTED_STORIES"/{config.json,model.safetensors,tokenizer_config.json} "$WORK/no-tokenizer/"
+cp "$STORIES"/{config.json,model.safetensors,tokenizer_config.json} "$WORK/no-tokenizer/"
 refused "model folder without tokenizer.json" "no-tokenizer/tokenizer.json' not found" --set model="$WORK/no-tokenizer"
 
 echo '{% for m in messages %}{{ m.content }' >"$WORK/bad.jinja"
@@ -36,8 +36,8 @@ refused "tensor parallelism one rank cannot form" "tensor" --set parallel.tensor
 
 # A weight that is NaN: found by the checkpoint scan after the device is chosen, still before any row.
 mkdir "$WORK/nan-model"
-cp "$COMMITTED_STORIES"/*.json "$WORK/nan-model/"
-$PY - "$COMMITTED_STORIES/model.safetensors" "$WORK/nan-model/model.safetensors" <<'PY'
+cp "$STORIES"/*.json "$WORK/nan-model/"
+$PY - "$STORIES/model.safetensors" "$WORK/nan-model/model.safetensors" <<'PY'
 import json, struct, sys
 data = bytearray(open(sys.argv[1], "rb").read())
 n = struct.unpack("<Q", data[:8])[0]

@@ -5,7 +5,7 @@
 # pass of the engine loop may write one.
 source "$(dirname "$0")/lib.sh"
 echo '{"id": "long", "prompt": "Once upon a time"}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "sampling:" "  max_new_tokens: 32" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "sampling:" "  max_new_tokens: 32" \
   "  ignore_eos: true" "engine:" "  progress_interval: 0"
 mpirun_tpbatch 2 "$WORK/job.yaml" --set parallel.tensor=2 2>"$WORK/log" || fail "the run failed: $(tail -3 "$WORK/log")"
 grep -q '\[rank 0\] \[tpbatch\] rows 0/1 ' "$WORK/log" || fail "no progress line while the row ran: $(cat "$WORK/log")"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# For each shared tokenizer (Llama-2 SentencePiece, GPT-2, Llama-3 and Qwen2 pre-tokenizers), a
-# model whose tokenizer.json is that one writes /prompt_tokens equal to Hugging Face's ids for every
+# For each test tokenizer (tests/data/README.md: Llama-2 SentencePiece, GPT-2, Llama-3 and Qwen2
+# pre-tokenizers), a model whose tokenizer.json is that one writes /prompt_tokens equal to Hugging Face's ids for every
 # case (encoded with special tokens, as the engine does: BOS where the post-processor adds one).
 source "$(dirname "$0")/lib.sh"
-TOK="$SHARED/tokenizers"
-[ -f "$TOK/llama-spm/tokenizer.json" ] || { echo "SKIP: $TOK absent"; exit 77; }
+TOK=$TEST_TOKENIZERS
+[ -f "$TOK/llama-spm/tokenizer.json" ] || fail "no tokenizer suites in '$TOK' (TPBATCH_TEST_TOKENIZERS_DIR: the build unpacks them)"
 for name in llama-spm gpt-2 gpt2-vocab-llama3-pretok gpt2-vocab-qwen2-pretok; do
   case $name in
     llama-spm) vocab=32000 bos=1 ;;

@@ -14,7 +14,7 @@ need_numpy_h5py
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time", "max_new_tokens": 2}' \
   '{"id": "b", "prompt": "The little dog", "max_new_tokens": 5}' \
   '{"id": "c", "prompt": "Lily liked to play", "max_new_tokens": 9}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" \
   "  flush_rows: 1" "sampling:" "  ignore_eos: true"
 sed -i 's/^  if_exists: overwrite$/  if_exists: resume/' "$WORK/job.yaml"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the uninterrupted run failed"

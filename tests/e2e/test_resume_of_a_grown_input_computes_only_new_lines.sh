@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 need_numpy_h5py
 line() { printf '{"id": "%s", "prompt": "%s"}\n' "$1" "$2"; }
 { line a "Once upon a time"; line b "The little dog"; line c "Lily liked"; } >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "sampling:" "  max_new_tokens: 4" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" "sampling:" "  max_new_tokens: 4" \
   "  ignore_eos: true"
 sed -i 's/^  if_exists: overwrite$/  if_exists: resume/' "$WORK/job.yaml"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the first run failed"

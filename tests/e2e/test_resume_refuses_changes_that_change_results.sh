@@ -5,7 +5,7 @@
 # job again, the model folder spelled differently (a trailing '/', a relative path). A refusal's
 # hint never offers overwrite (which discards every done row) as the way out.
 source "$(dirname "$0")/lib.sh"
-cp -r "$COMMITTED_STORIES" "$WORK/model"
+cp -r "$STORIES" "$WORK/model"
 printf '%s\n' '{"id": "a", "messages": [{"role": "user", "content": "Once upon a time"}]}' >"$WORK/in.jsonl"
 echo '{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}' >"$WORK/template.jinja"
 write_job "$WORK/job.yaml" "$WORK/model" "$WORK/in.jsonl" "$WORK/out.h5" "chat_template: $WORK/template.jinja" \

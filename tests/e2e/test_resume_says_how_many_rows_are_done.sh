@@ -3,7 +3,7 @@
 # the other K". Here the input grew by a line after the first run.
 source "$(dirname "$0")/lib.sh"
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time"}' '{"id": "b", "prompt": "The little dog"}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "sampling:" "  max_new_tokens: 2"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/r.h5" "sampling:" "  max_new_tokens: 2"
 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/first.log" || fail "the first run failed"
 grep -q "resuming" "$WORK/first.log" && fail "a fresh run says it resumes"
 echo '{"id": "c", "prompt": "A cat"}' >>"$WORK/in.jsonl"

@@ -7,7 +7,7 @@
 # two shardings, a whole job's file as a part, the output being a part, an existing output
 # without --force.
 source "$(dirname "$0")/lib.sh"
-MODEL=$COMMITTED_STORIES
+MODEL=$STORIES
 for i in 1 2 3 4 5 6 7 8; do echo "{\"id\": \"r$i\", \"prompt\": \"Once upon a time $i\"}"; done >"$WORK/in.jsonl"
 write_job "$WORK/job.yaml" "$MODEL" "$WORK/in.jsonl" "$WORK/out.h5" "sampling:" "  max_new_tokens: 2"
 

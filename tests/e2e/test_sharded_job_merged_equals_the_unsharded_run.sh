@@ -8,7 +8,7 @@
 # same shard computes nothing again.
 source "$(dirname "$0")/lib.sh"
 $PY -c "import numpy, h5py" 2>/dev/null || { echo "SKIP: $PY lacks numpy or h5py"; exit 77; }
-MODEL=$COMMITTED_STORIES
+MODEL=$STORIES
 $PY - >"$WORK/in.jsonl" <<'PY'
 import json
 starts = ["Once upon a time", "The little dog", "Lily went to the park", "Tom had a red ball", "One day, a cat"]

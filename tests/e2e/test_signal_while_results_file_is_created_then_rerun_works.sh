@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 build_kill_at_write
 need_numpy_h5py
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time"}' '{"id": "b", "prompt": "The little dog"}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" "sampling:" "  max_new_tokens: 4"
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" "sampling:" "  max_new_tokens: 4"
 sed -i 's/^  if_exists: overwrite$/  if_exists: resume/' "$WORK/job.yaml"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the uninterrupted run failed"
 

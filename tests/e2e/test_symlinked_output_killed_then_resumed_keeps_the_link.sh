@@ -8,7 +8,7 @@ build_kill_at_write
 need_numpy_h5py
 printf '%s\n' '{"id": "a", "prompt": "Once upon a time", "max_new_tokens": 2}' \
   '{"id": "b", "prompt": "The little dog", "max_new_tokens": 6}' >"$WORK/in.jsonl"
-write_job "$WORK/job.yaml" "$COMMITTED_STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" "  flush_rows: 1" \
+write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" "  flush_rows: 1" \
   "sampling:" "  ignore_eos: true"
 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the uninterrupted run failed"
 mkdir "$WORK/store" "$WORK/links"

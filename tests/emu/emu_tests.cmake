@@ -16,8 +16,7 @@ foreach(flavour asan tsan)
   target_link_libraries(tpbatch_gpu_tests_${flavour} PRIVATE tpbatch_cuda_${flavour} tpbatch_host_core GTest::gtest
     GTest::gtest_main)
   target_compile_options(tpbatch_gpu_tests_${flavour} PRIVATE ${CUEMU_FLAGS_${flavour}})
-  target_compile_definitions(tpbatch_gpu_tests_${flavour} PRIVATE TPBATCH_SHARED_DIR="${TPBATCH_SHARED_DIR}"
-    TPBATCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_compile_definitions(tpbatch_gpu_tests_${flavour} PRIVATE TPBATCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   gtest_discover_tests(tpbatch_gpu_tests_${flavour} TEST_PREFIX emu_${flavour}. DISCOVERY_TIMEOUT 120
     TEST_FILTER ${EMU_ONE_PROCESS_FILTER} PROPERTIES LABELS emu TIMEOUT 1200 ENVIRONMENT "${EMU_TEST_ENV}")
 endforeach()
@@ -71,7 +70,7 @@ foreach(script ${EMU_E2E_TESTS})
   get_filename_component(name ${script} NAME_WE)
   add_test(NAME emu.${name} COMMAND bash ${script})
   set_tests_properties(emu.${name} PROPERTIES LABELS emu TIMEOUT 900 SKIP_RETURN_CODE 77
-    ENVIRONMENT "TPBATCH_CHECKED_BACKEND=1;TPBATCH=$<TARGET_FILE:tpbatch>;TPBATCH_SHARED_DIR=${TPBATCH_SHARED_DIR};TPBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR};TPBATCH_BUILD_DIR=${PROJECT_BINARY_DIR}")
+    ENVIRONMENT "TPBATCH_CHECKED_BACKEND=1;TPBATCH=$<TARGET_FILE:tpbatch>;TPBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR};TPBATCH_BUILD_DIR=${PROJECT_BINARY_DIR}")
 endforeach()
 
 # What `ctest -L emu` needs, and no more (scripts/test.sh builds only this in the emulated tree).

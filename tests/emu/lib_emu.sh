@@ -6,9 +6,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../e2e/lib.sh"
 need_numpy_h5py
 "$TPBATCH" --version 2>&1 | grep -q EMULATED || { echo "SKIP: $TPBATCH is not an emulated-device build"; exit 77; }
-# The committed model (the shared copy only when the checkout lacks it).
-STORIES=${TPBATCH_SOURCE_DIR:?}/models/stories260K
-[ -f "$STORIES/model.safetensors" ] || STORIES=$SHARED/models/stories260K
 need_stories
 PROMPTS=$HERE/prompts_mixed.jsonl
 export CUEMU_NCCL_TIMEOUT_S=${CUEMU_NCCL_TIMEOUT_S:-120}

@@ -26,14 +26,12 @@
 namespace tpbatch {
 namespace {
 
-// stories260K: the repository's copy (models/, which travels with the working tree), else the
-// shared assets folder; empty when neither has it.
+// stories260K: the repository's copy (models/, which travels with the working tree); empty when
+// absent.
 std::filesystem::path stories_model() {
   std::vector<std::filesystem::path> roots;
   if (const char* dir = std::getenv("TPBATCH_SOURCE_DIR")) roots.emplace_back(dir);
   roots.emplace_back(TPBATCH_SOURCE_DIR);
-  if (const char* dir = std::getenv("TPBATCH_SHARED_DIR")) roots.emplace_back(dir);
-  roots.emplace_back(TPBATCH_SHARED_DIR);
   for (const auto& root : roots) {
     const std::filesystem::path model = root / "models/stories260K";
     if (std::filesystem::exists(model / "config.json") && std::filesystem::exists(model / "model.safetensors")) return model;
@@ -144,8 +142,7 @@ class CudaModel : public ::testing::Test {
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     model_ = stories_model();
-    if (model_.empty())
-      GTEST_SKIP() << "no models/stories260K in the repository (" TPBATCH_SOURCE_DIR ") or the shared folder";
+    if (model_.empty()) GTEST_FAIL() << "models/stories260K is missing from the clone (" TPBATCH_SOURCE_DIR ")";
   }
   std::filesystem::path model_;
 };

@@ -7,9 +7,7 @@
 # without the cache.
 source "$(dirname "$0")/../e2e/lib.sh"
 E2E="$HERE/../e2e"
-MODEL="${TPBATCH_SOURCE_DIR:-$HERE/../..}/models/stories260K"
-[ -f "$MODEL/model.safetensors" ] || MODEL="$STORIES"
-[ -f "$MODEL/model.safetensors" ] || { echo "SKIP: stories260K absent"; exit 77; }
+need_stories
 "$TPBATCH" make-model "$WORK/gen" --preset tiny --layers 2 --heads 4 --kv-heads 2 --seed 11 >/dev/null
 
 $PY - "$WORK/rows.jsonl" <<'PY'
@@ -53,11 +51,11 @@ run_pair() {  # run_pair NAME MODEL NP SETTINGS...: caching on and off, compared
   $PY "$E2E/compare_runs.py" "$WORK/$name-true.h5" "$WORK/$name-false.h5" --tol 1e-5 --expect-rows "$NROWS"
 }
 
-run_pair stories-tp1 "$MODEL" 1
-run_pair stories-tp2 "$MODEL" 2 --set parallel.tensor=2
-run_pair stories-pp2 "$MODEL" 2 --set parallel.pipeline=2
+run_pair stories-tp1 "$STORIES" 1
+run_pair stories-tp2 "$STORIES" 2 --set parallel.tensor=2
+run_pair stories-pp2 "$STORIES" 2 --set parallel.pipeline=2
 # DP=2: each replica reads at most 4 rows ahead, so both replicas get rows (and caches of their own).
-run_pair stories-dp2 "$MODEL" 2 --set engine.max_seqs=4 --set engine.lookahead=4
+run_pair stories-dp2 "$STORIES" 2 --set engine.max_seqs=4 --set engine.lookahead=4
 run_pair gen-pp2 "$WORK/gen" 2 --set parallel.pipeline=2
 
 # Scoring rows compute every position even when their prefix is cached: same scores on and off.
@@ -68,7 +66,7 @@ with open(sys.argv[2], "w") as f:
     for r in rows[:6]:
         f.write(json.dumps({"id": r["id"], "prompt": r["prompt"], "completion": " Lily smiled."}) + "\n")
 PY
-write_job "$WORK/score.yaml" "$MODEL" "$WORK/score.jsonl" "$WORK/s.h5" "task: score"
+write_job "$WORK/score.yaml" "$STORIES" "$WORK/score.jsonl" "$WORK/s.h5" "task: score"
 for mode in true false; do
   mpirun_tpbatch 1 "$WORK/score.yaml" --set output.path="$WORK/score-$mode.h5" --set engine.prefix_caching=$mode \
     2>"$WORK/score-$mode.log" || { cat "$WORK/score-$mode.log"; fail "score $mode"; }

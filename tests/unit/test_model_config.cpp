@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
+#include "test_assets.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -69,8 +70,7 @@ class ModelConfigFiles : public ::testing::Test {
 }  // namespace
 
 TEST(ModelConfig, ParsesStories260K) {
-  const fs::path dir = fs::path(TPBATCH_SHARED_DIR) / "models" / "stories260K";
-  if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no " << dir;
+  const fs::path dir = tpbatch::test::stories_dir();
   const ModelConfig c = tpbatch::load_model_config(dir);
   EXPECT_EQ(c.architecture, "LlamaForCausalLM");
   EXPECT_EQ(c.model_type, "llama");

@@ -25,6 +25,7 @@
 #include "model/step_inputs.h"
 #include "tools/make_model.h"
 #include "topology/communicator.h"
+#include "test_assets.h"
 
 namespace tpbatch {
 namespace {
@@ -85,7 +86,7 @@ class TinyModel {
   ~TinyModel() { fs::remove_all(dir); }
 };
 
-const fs::path kStories = fs::path(TPBATCH_SHARED_DIR) / "models" / "stories260K";
+const fs::path kStories = test::stories_dir();
 
 constexpr int64_t kBlockSize = 4;
 constexpr int64_t kNumBlocks = 16;
@@ -360,7 +361,6 @@ TEST(ModelRunner, Fp16WeightsFromAnFp32CheckpointStayCloseToFp32) {
   EXPECT_LT(g.worst, 2e-2f);
 }
 TEST(ModelRunner, Bf16WeightsOfStories260KStayCloseToFp32) {
-  if (!fs::exists(kStories / "model.safetensors")) GTEST_SKIP() << kStories << " absent";
   const Agreement g = weights_vs_f32(DType::BF16, kStories, "stories260K");
   EXPECT_GE(g.agree, static_cast<int>(std::ceil(0.8 * g.rows)));
   EXPECT_LT(g.worst, 5e-2f);
@@ -381,7 +381,6 @@ TEST(ModelRunner, Bf16KvCacheStaysCloseToFp32Cache) {
 }
 
 TEST(ModelRunner, Bf16KvCacheOfStories260KStaysCloseToFp32Cache) {
-  if (!fs::exists(kStories / "model.safetensors")) GTEST_SKIP() << kStories << " absent";
   const Agreement g = weights_vs_f32(DType::F32, kStories, "stories260K", DType::BF16);
   EXPECT_GE(g.agree, static_cast<int>(std::ceil(0.8 * g.rows)));
   EXPECT_LT(g.worst, 5e-2f);

@@ -9,6 +9,7 @@
 #include "model/llama_shard.h"
 #include "plan/memory_ledger.h"
 #include "test_plan_util.h"
+#include "test_assets.h"
 
 namespace tpbatch {
 namespace {
@@ -18,15 +19,7 @@ using namespace plan_test;
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr int64_t kDevice745 = 79993765888;  // 74.5 GiB
 
-const char* kStoriesDir = TPBATCH_SHARED_DIR "/models/stories260K";
-
-ModelConfig stories_or_skip() {
-  if (!std::filesystem::exists(std::filesystem::path(kStoriesDir) / "config.json")) return {};
-  return load_model_config(kStoriesDir);
-}
-#define STORIES_OR_SKIP(cfg)                                                   \
-  const ModelConfig cfg = stories_or_skip();                                   \
-  if (cfg.hidden_size == 0) GTEST_SKIP() << kStoriesDir << " absent";
+ModelConfig stories() { return load_model_config(test::stories_dir()); }
 
 const ModelConfig& llama8b() {
   static const ModelConfig c = load_config_text("8b", llama31_8b());
@@ -68,34 +61,34 @@ constexpr int64_t kStoriesRope = 4 * 4;
 constexpr int64_t kLlamaRope = 64 * 4;  // head_dim 128 (8B, 70B, 405B)
 
 TEST(PlanLedger, StoriesWeightsOnOneRankAreAllParameters) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // per layer: 2*64 norms + (64+2*32)*64 qkv + 64*64 o + 3*172*64 mlp = 45440; 5 layers;
   // tied embedding 512*64 once; final norm 64 -> 260032 parameters, 4 bytes each.
   EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, DType::F32), 260032 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, StoriesWeightsAtTensorTwoAreHalfShards) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // per layer: 128 + (32+2*16)*64 + 64*32 + 3*86*64 = 22784; x5 + vocab 256*64 + norm 64 = 130368.
   EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 2, 1}, DType::F32), 130368 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, StoriesWeightsAtTensorEightReplicateKvHeadsAndTakeLargestInterShard) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // 1 q head (8), 1 replicated KV head (8), inter shards 21/22 -> 22, vocab 64:
   // per layer 128 + (8+16)*64 + 64*8 + 3*22*64 = 6400; x5 + 64*64 + 64 = 36160.
   EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{8, 8, 1}, DType::F32), 36160 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, StoriesPipelineFirstStageHoldsExtraLayerAndEmbedding) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // stage 0: 3 layers + embedding = 3*45440 + 32768 = 169088; stage 1: 2 layers + tied LM head copy
   // + norm = 2*45440 + 32768 + 64 = 123712. The max is stage 0.
   EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{2, 1, 2}, DType::F32), 169088 * 4 + kStoriesRope);
 }
 
 TEST(PlanLedger, TiedEmbeddingLastStageHoldsItsOwnVocabShard) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   ShardPlacement last;
   last.tensor = 1;
   last.layers = layers_of_stage(cfg.num_layers, 2, 1);
@@ -105,7 +98,7 @@ TEST(PlanLedger, TiedEmbeddingLastStageHoldsItsOwnVocabShard) {
 }
 
 TEST(PlanLedger, StoriesKvBytesPerTokenStopShrinkingPastKvHeads) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // 2 * kv heads * 8 * 4 bytes * 5 layers
   EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{1, 1, 1}, DType::F32), 1280);
   EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 2, 1}, DType::F32), 640);
@@ -114,12 +107,12 @@ TEST(PlanLedger, StoriesKvBytesPerTokenStopShrinkingPastKvHeads) {
 }
 
 TEST(PlanLedger, StoriesKvBytesPerTokenCountTheLargestStage) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   EXPECT_EQ(kv_bytes_per_token_per_rank(cfg, Layout{2, 1, 2}, DType::F32), 2 * 4 * 8 * 4 * 3);
 }
 
 TEST(PlanLedger, StoriesReservedBytesFollowTheDocumentedEstimate) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   PlanInputs in;  // max_batch_tokens 4096, max_seqs 64, no accelerator
   // per token floats: 3*64 + (64 + 2*32) + 64 + 3*172 = 900; x 2 x 4096 x 4 B; logits 64*512*4.
   EXPECT_EQ(reserved_bytes_per_rank(cfg, Layout{1, 1, 1}, in), 2 * 4096 * 900 * 4 + 64 * 512 * 4);
@@ -128,7 +121,7 @@ TEST(PlanLedger, StoriesReservedBytesFollowTheDocumentedEstimate) {
 }
 
 TEST(PlanLedger, StoriesKvTokensAndRowsInOneGiB) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   PlanInputs in;
   in.world_size = 1;
   in.ranks_per_node = 1;
@@ -146,7 +139,7 @@ TEST(PlanLedger, StoriesKvTokensAndRowsInOneGiB) {
 }
 
 TEST(PlanLedger, StoriesLegalLayoutsOfEightRanks) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // TP in {1,2,4,8} (8 heads, 4 KV heads), PP <= 5 layers, TP*PP | 8.
   const auto layouts = legal_layouts(cfg, 8, 8);
   std::vector<std::pair<int, int>> got;
@@ -157,7 +150,7 @@ TEST(PlanLedger, StoriesLegalLayoutsOfEightRanks) {
 }
 
 TEST(PlanLedger, TensorGroupsMustStayWithinANode) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   for (const auto& l : legal_layouts(cfg, 8, 2)) EXPECT_LE(l.tensor, 2);
   EXPECT_TRUE(tensor_group_fits_node(8, 4, 4));
   EXPECT_FALSE(tensor_group_fits_node(12, 4, 6));  // ranks 4..7 straddle nodes 0..5 and 6..11
@@ -177,7 +170,7 @@ TEST(PlanLedger, DtypeNamesAndTheKvCacheRule) {
 }
 
 TEST(PlanLedger, SixteenBitWeightsKeepNormsInFloat32) {
-  STORIES_OR_SKIP(cfg);
+  const ModelConfig cfg = stories();
   // 260032 parameters, of which 5*2*64 + 64 = 704 are norms (4 bytes each), the rest 2 bytes.
   EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, DType::BF16), (260032 - 704) * 2 + 704 * 4 + kStoriesRope);
   EXPECT_EQ(weights_bytes_per_rank(cfg, Layout{1, 1, 1}, DType::F16), (260032 - 704) * 2 + 704 * 4 + kStoriesRope);

@@ -22,21 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "reference_llama.h"
+#include "test_assets.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSharedDir = TPBATCH_SHARED_DIR;
-const std::string kHfDir = kSharedDir + "/models/stories260K";
-const std::string kLlama2cDir = kSharedDir + "/models/stories260K-llama2c";
-
-#define SKIP_WITHOUT_STORIES()                                                      \
-  do {                                                                              \
-    if (!fs::exists(kHfDir + "/model.safetensors") ||                               \
-        !fs::exists(kLlama2cDir + "/stories260K.bin"))                              \
-      GTEST_SKIP() << "stories260K not found under " << kSharedDir << "/models";    \
-  } while (0)
+const std::string kHfDir = tpbatch::test::stories_dir().string();
+const std::string kLlama2cDir = tpbatch::test::stories_llama2c_dir().string();
 
 // ---- a port of llama2.c run.c's forward pass, in double -------------------------------
 // Reads the legacy llama2.c checkpoint directly; rotates ADJACENT pairs like run.c.
@@ -236,7 +229,6 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 // ---- tests on stories260K ---------------------------------------------------------
 
 TEST(ReferenceLlama, ReadsStoriesConfig) {
-  SKIP_WITHOUT_STORIES();
   const ReferenceLlama ref(kHfDir);
   const ReferenceConfig& c = ref.config();
   EXPECT_EQ(ref.vocab_size(), 512);
@@ -253,7 +245,6 @@ TEST(ReferenceLlama, ReadsStoriesConfig) {
 }
 
 TEST(ReferenceLlama, GreedyAndLogitsMatchLlama2cPortFromBos) {
-  SKIP_WITHOUT_STORIES();
   const ReferenceLlama ref(kHfDir);
   Llama2c l2c(kLlama2cDir + "/stories260K.bin");
   ASSERT_EQ(l2c.vocab_size, 512);
@@ -274,7 +265,6 @@ TEST(ReferenceLlama, GreedyAndLogitsMatchLlama2cPortFromBos) {
 }
 
 TEST(ReferenceLlama, MatchesLlama2cPortWithPrompt) {
-  SKIP_WITHOUT_STORIES();
   const ReferenceLlama ref(kHfDir);
   Llama2c l2c(kLlama2cDir + "/stories260K.bin");
   const std::vector<int> prompt = {1, 403, 407, 261, 378};  // "Once upon a time"
@@ -290,8 +280,6 @@ TEST(ReferenceLlama, MatchesLlama2cPortWithPrompt) {
 
 // llama2.c's test_all.py: run.c -t 0.0 -n 200 on stories260K with tok512.bin.
 TEST(ReferenceLlama, ReproducesLlama2cExpectedStory) {
-  SKIP_WITHOUT_STORIES();
-  if (!fs::exists(kLlama2cDir + "/tok512.bin")) GTEST_SKIP() << "tok512.bin not found";
   const std::string expected =
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
       "One day, she saw a big, red ball. She wanted to play with it, but it was too high.\n"
@@ -307,7 +295,6 @@ TEST(ReferenceLlama, ReproducesLlama2cExpectedStory) {
 }
 
 TEST(ReferenceLlama, GreedyKvCacheEqualsFullRecompute) {
-  SKIP_WITHOUT_STORIES();
   const ReferenceLlama ref(kHfDir);
   std::vector<int> seq = {1, 403, 407, 261, 378};
   const auto cached = ref.greedy(seq, 24);
@@ -322,7 +309,6 @@ TEST(ReferenceLlama, GreedyKvCacheEqualsFullRecompute) {
 }
 
 TEST(ReferenceLlama, GreedyIsFastEnough) {
-  SKIP_WITHOUT_STORIES();
   const ReferenceLlama ref(kHfDir);
   std::vector<int> prompt = {1};
   for (int i = 0; i < 69; ++i) prompt.push_back(3 + (i * 37) % 500);

@@ -27,7 +27,7 @@ namespace {
 
 const char* const kDatasets[] = {"id",          "done",         "prompt_tokens", "output_tokens", "output_text",
                                  "output_logprobs", "logprob_sum", "is_greedy",    "finish_reason", "error",
-                                 // README "Extensions to the contract": every generate row may ask for top_logprobs
+                                 // docs/results-file.md: every generate row may ask for top_logprobs
                                  "top_logprob_tokens", "top_logprobs"};
 
 // ---- reading back with the HDF5 C API ----

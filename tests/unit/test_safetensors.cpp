@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "model/safetensors.h"
+#include "test_assets.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -418,8 +419,7 @@ TEST_F(WeightStoreTest, MovedStoreKeepsMappings) {
 }
 
 TEST(WeightStore, OpensStories260K) {
-  const fs::path dir = fs::path(TPBATCH_SHARED_DIR) / "models" / "stories260K";
-  if (!fs::exists(dir / "model.safetensors")) GTEST_SKIP() << "no " << dir;
+  const fs::path dir = tpbatch::test::stories_dir();
   const WeightStore ws = WeightStore::open(dir);
   ws.expect_shape("model.embed_tokens.weight", {512, 64});
   ws.expect_shape("model.layers.4.mlp.down_proj.weight", {64, 172});

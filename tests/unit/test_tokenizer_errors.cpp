@@ -120,8 +120,8 @@ TEST(TokenizerErrors, RandomBytesNeverCrashEncodeOrDecode) {
   std::vector<std::unique_ptr<Tokenizer>> toks;
   toks.push_back(Tokenizer::from_json_text(tiny().dump(), "tiny"));
   for (const char* folder : {"llama-spm", "gpt-2", "gpt2-vocab-llama3-pretok", "gpt2-vocab-qwen2-pretok"}) {
-    const auto file = test::shared_dir() / "tokenizers" / folder / "tokenizer.json";
-    if (std::filesystem::exists(file)) toks.push_back(Tokenizer::load(file));
+    const auto file = test::tokenizers_dir() / folder / "tokenizer.json";
+    toks.push_back(Tokenizer::load(file));
   }
   std::mt19937 rng(1234);
   const std::string alphabet[] = {"a", " ", "\n", "\xFF", "\xC3", "\x80", "\xE4\xB8\xAD", "<s>", "<|endoftext|>",
@@ -146,8 +146,8 @@ TEST(TokenizerErrors, RandomBytesNeverCrashEncodeOrDecode) {
 }
 
 TEST(TokenizerErrors, InvalidUtf8ByteLevelRoundTripsBytes) {
-  const auto file = test::shared_dir() / "tokenizers" / "gpt-2" / "tokenizer.json";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "missing " << file;
+  const auto file = test::tokenizers_dir() / "gpt-2" / "tokenizer.json";
+  if (!std::filesystem::exists(file)) GTEST_FAIL() << file << " is missing from the clone";
   auto tok = Tokenizer::load(file);
   const std::string text = "ok \xFF\xFE bytes \xC3";
   const auto ids = tok->encode(text, false);

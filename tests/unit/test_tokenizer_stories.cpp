@@ -10,8 +10,8 @@ namespace {
 class TokenizerStories : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto file = test::shared_dir() / "models" / "stories260K" / "tokenizer.json";
-    if (!std::filesystem::exists(file)) GTEST_SKIP() << "missing " << file;
+    const auto file = test::stories_dir() / "tokenizer.json";
+    if (!std::filesystem::exists(file)) GTEST_FAIL() << file << " is missing from the clone";
     tok_ = Tokenizer::load(file);
   }
   std::unique_ptr<Tokenizer> tok_;

@@ -1,4 +1,4 @@
-// The four shared tokenizer suites (tokenizer.json + HF-made ids): every case must match exactly.
+// The four tokenizer suites of tests/data/ (tokenizer.json + HF-made ids): every case must match exactly.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -17,9 +17,9 @@ struct Suite {
 class TokenizerSuite : public ::testing::TestWithParam<Suite> {
  protected:
   void SetUp() override {
-    dir_ = test::shared_dir() / "tokenizers" / GetParam().folder;
+    dir_ = test::tokenizers_dir() / GetParam().folder;
     if (!std::filesystem::exists(dir_ / "tokenizer.json") || !std::filesystem::exists(dir_ / "cases.jsonl"))
-      GTEST_SKIP() << "missing " << dir_;
+      GTEST_FAIL() << dir_ << " is missing from the clone";
     tok_ = Tokenizer::load(dir_ / "tokenizer.json");
     cases_ = test::read_cases(dir_ / "cases.jsonl");
     ASSERT_EQ(cases_.size(), 46u);

@@ -1,8 +1,8 @@
-// Component variants of the shared tokenizers (Metaspace, Split behaviors, added-token flags,
-// normalizers...), each checked against ids and decodes that Hugging Face tokenizers 0.23.3 made.
-// The expectations below were written by a script run against HF tokenizers (see the report in
-// the tokenizer work notes); a variant is the shared tokenizer.json with "patch" applied to its
-// top-level keys and "added" appended to its added_tokens.
+// Component variants of the test tokenizers of tests/data/ (Metaspace, Split behaviors, added-token
+// flags, normalizers...), each checked against ids and decodes that Hugging Face tokenizers 0.23.3
+// made. The expectations below were written by a script run against HF tokenizers; a variant is a
+// test tokenizer.json with "patch" applied to its top-level keys and "added" appended to its
+// added_tokens.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -334,8 +334,8 @@ nlohmann::json variant(const std::string& name) {
 TEST_P(TokenizerVariant, MatchesHuggingFace) {
   const auto v = variant(GetParam());
   ASSERT_FALSE(v.is_null());
-  const auto file = test::shared_dir() / "tokenizers" / v["base"].get<std::string>() / "tokenizer.json";
-  if (!std::filesystem::exists(file)) GTEST_SKIP() << "missing " << file;
+  const auto file = test::tokenizers_dir() / v["base"].get<std::string>() / "tokenizer.json";
+  if (!std::filesystem::exists(file)) GTEST_FAIL() << file << " is missing from the clone";
   std::ifstream in(file);
   std::stringstream ss;
   ss << in.rdbuf();

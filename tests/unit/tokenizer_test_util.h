@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the tokenizer tests: the shared asset folder and cases.jsonl.
+// Helpers shared by the tokenizer tests: where the assets are (test_assets.h) and cases.jsonl.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tpbatch::test {
+#include "test_assets.h"
 
-inline std::filesystem::path shared_dir() { return TPBATCH_SHARED_DIR; }
+namespace tpbatch::test {
 
 struct TokCase {
   std::string text;
