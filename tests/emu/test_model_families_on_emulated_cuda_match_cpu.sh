@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every supported family on `device: cuda` on the emulated device against `device: cpu`:
-# generated models of the Llama, Qwen3, Phi-3, Gemma 2, Gemma 3, Mixtral and Qwen3-MoE shapes
-# (sliding windows, soft-caps, q/k norms, fused projections, expert routing all biting) at TP=1
-# and, for one dense and one MoE family, TP=2 over the NCCL stand-in. Random weights make nearly
+# generated models of the Llama, Qwen3, Phi-3, Gemma 2, Gemma 3, Mixtral, Qwen3-MoE and Qwen2-MoE
+# shapes (sliding windows, soft-caps, q/k norms, fused projections, expert routing, a shared expert
+# all biting) at TP=1 and, for one dense and one MoE family, TP=2 over the NCCL stand-in. Random weights make nearly
 # every position a near tie, so greedy runs part ways early; the numerics are therefore checked by
 # scoring the CPU's own generations on both devices (every position compared, none skipped), and
 # the greedy runs only up to their first near tie. Tolerance 0.25 nats + 2% of the logprob: bf16
@@ -29,24 +29,26 @@ generated_model mixtral --architecture MixtralForCausalLM --layers 4 --heads 4 -
   --experts 4 --experts-per-token 2 --tie-word-embeddings 0 --seed 31
 generated_model qwen3moe --architecture Qwen3MoeForCausalLM --layers 4 --head-dim 32 --intermediate-size 64 \
   --experts 4 --experts-per-token 2 --moe-intermediate-size 48 --norm-topk-prob 1 --mlp-only-layers 1 --seed 32
+generated_model qwen2moe --architecture Qwen2MoeForCausalLM --layers 4 --heads 4 --kv-heads 2 --intermediate-size 64 \
+  --experts 4 --experts-per-token 2 --moe-intermediate-size 24 --mlp-only-layers 2 --seed 33
 
 write_job "$WORK/gen.yaml" MODEL "$PROMPTS" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 12" "  ignore_eos: true" "engine:" "  max_seqs: 16"
 write_job "$WORK/score.yaml" MODEL "$WORK/scored.jsonl" "$WORK/out.h5" "task: score"
 tolerance() {
   case $1 in
-    mixtral | qwen3moe) echo "--tol 0.25 --rtol 0.02 --near-tie 0.5 --outliers 0.15" ;;
+    mixtral | qwen3moe | qwen2moe) echo "--tol 0.25 --rtol 0.02 --near-tie 0.5 --outliers 0.15" ;;
     *) echo "--tol 0.25 --rtol 0.02 --near-tie 0.5" ;;
   esac
 }
-for family in llama qwen3 phi3 gemma2 gemma3 mixtral qwen3moe; do
+for family in ${FAMILIES:-llama qwen3 phi3 gemma2 gemma3 mixtral qwen3moe qwen2moe}; do
   read -r -a TOL <<<"$(tolerance "$family")"
   on cpu 1 "$WORK/gen.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-cpu.h5" \
     --set sampling.top_logprobs=5
   on cuda 1 "$WORK/gen.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-cuda.h5"
   # A MoE router facing a near tie may send a token elsewhere in bf16 and the texts part: their
   # greedy runs are compared through the scores below only.
-  case $family in mixtral | qwen3moe) ;; *) agree "$WORK/$family-cuda.h5" "$WORK/$family-cpu.h5" "$family generate, TP=1" "${TOL[@]}" ;; esac
+  case $family in mixtral | qwen3moe | qwen2moe) ;; *) agree "$WORK/$family-cuda.h5" "$WORK/$family-cpu.h5" "$family generate, TP=1" "${TOL[@]}" ;; esac
   # The CPU's prompts + generations, scored on both devices.
   $PY - "$WORK/$family-cpu.h5" "$WORK/$family-scored.jsonl" <<'PY'
 import h5py, json, sys
@@ -62,7 +64,7 @@ PY
     --set input.tokens_field=tokens --set input.path="$WORK/$family-scored.jsonl"
   agree "$WORK/$family-score-cuda.h5" "$WORK/$family-score-cpu.h5" "$family score, TP=1" "${TOL[@]}"
 done
-for family in gemma2 qwen3moe; do
+for family in ${TP2_FAMILIES:-gemma2 qwen2moe}; do
   read -r -a TOL <<<"$(tolerance "$family")"
   on cuda 2 "$WORK/score.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-score-tp2.h5" \
     --set input.tokens_field=tokens --set input.path="$WORK/$family-scored.jsonl" --set parallel.tensor=2
