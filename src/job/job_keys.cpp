@@ -327,10 +327,6 @@ class KeyReader {
     }
     return static_cast<size_t>(it - choices.begin());
   }
-  void operator()(const Choice& c) const {
-    if (n_.IsNull()) return;
-    c.field(job_) = c.choices[choice_index(c.choices)];
-  }
   void operator()(const EnumChoice& c) const {
     if (n_.IsNull()) return;
     c.set(job_, choice_index(c.choices));
@@ -455,7 +451,6 @@ class ValueEmitter {
     else
       e_ << YAML::Null;
   }
-  void operator()(const Choice& c) const { e_ << c.field(job_); }
   void operator()(const EnumChoice& c) const { e_ << c.choices.at(c.get(job_)); }
   void operator()(const Integer& i) const { e_ << i.field(job_); }
   void operator()(const Unsigned& u) const { e_ << u.field(job_); }

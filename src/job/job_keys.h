@@ -42,10 +42,6 @@ struct Text {  // a string
 struct OptionalText {  // a non-empty string, or null for none
   std::optional<std::string>& (*field)(JobSpec&);
 };
-struct Choice {  // one of a fixed set of names
-  std::string& (*field)(JobSpec&);
-  std::vector<std::string> choices;
-};
 struct EnumChoice {  // one of a fixed set of names, held as an enum whose values count from 0 in that order
   std::vector<std::string> choices;
   size_t (*get)(const JobSpec&);
@@ -78,7 +74,7 @@ struct TokenIds {  // a token id or a list of them, each in [0, 2^31)
   std::vector<int32_t>& (*field)(JobSpec&);
 };
 
-using Value = std::variant<Text, OptionalText, Choice, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag,
+using Value = std::variant<Text, OptionalText, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag,
                            StopStrings, TokenIds>;
 
 }  // namespace job_key

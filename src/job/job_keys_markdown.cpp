@@ -31,7 +31,6 @@ std::string choices(const std::vector<std::string>& names) {
 struct KindText {
   std::string operator()(const Text& t) const { return t.rule == TextRule::kAny ? "string" : "non-empty string"; }
   std::string operator()(const OptionalText&) const { return "non-empty string or null"; }
-  std::string operator()(const Choice& c) const { return choices(c.choices); }
   std::string operator()(const EnumChoice& c) const { return choices(c.choices); }
   std::string operator()(const Integer& i) const {
     if (i.max) return "integer in [" + std::to_string(i.min) + ", " + std::to_string(*i.max) + "]";
@@ -57,7 +56,6 @@ struct DefaultText {
     return v.empty() ? "none" : code(v);
   }
   std::string operator()(const OptionalText& t) const { return t.field(job) ? code(*t.field(job)) : "`null`"; }
-  std::string operator()(const Choice& c) const { return code(c.field(job)); }
   std::string operator()(const EnumChoice& c) const { return code(c.choices.at(c.get(job))); }
   std::string operator()(const Integer& i) const { return code(std::to_string(i.field(job))); }
   std::string operator()(const Unsigned& u) const { return code(std::to_string(u.field(job))); }
