@@ -10,7 +10,7 @@ command -v taskset >/dev/null || { echo "SKIP: no taskset"; exit 77; }
 write_job "$WORK/job.yaml" "$STORIES" "$HERE/prompts_mixed.jsonl" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 4"
 # threads_said LOG: the N of rank 0's "[tpbatch] CPU threads per rank: N on rank 0 (...)".
-threads_said() { sed -n 's/^\[tpbatch\] CPU threads per rank: \([0-9]*\) on rank 0 .*/\1/p' "$1"; }
+threads_said() { sed -n 's/^.*\[tpbatch\] CPU threads per rank: \([0-9]*\) on rank 0 .*/\1/p' "$1"; }
 # run_as NAME CMD...: runs CMD, its log in $WORK/NAME.log.
 run_as() {
   local name=$1
