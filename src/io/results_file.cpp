@@ -357,14 +357,16 @@ void ResultsFile::write_run_attrs(const RunInfo& info) {
   }
 }
 
-void ResultsFile::add_run_metrics(const RunMetrics& m) {
-  H5Handle g;
+H5Handle ResultsFile::metrics_group() {
   if (H5Lexists(file_, "metrics", H5P_DEFAULT) > 0)
-    g = H5Handle(check(H5Gopen2(file_, "metrics", H5P_DEFAULT), name_, "cannot open group '/metrics'"), H5Gclose);
-  else
-    g = H5Handle(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name_,
-                       "cannot create group '/metrics'"),
-                 H5Gclose);
+    return H5Handle(check(H5Gopen2(file_, "metrics", H5P_DEFAULT), name_, "cannot open group '/metrics'"), H5Gclose);
+  return H5Handle(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name_,
+                        "cannot create group '/metrics'"),
+                  H5Gclose);
+}
+
+void ResultsFile::add_run_metrics(const RunMetrics& m) {
+  H5Handle g = metrics_group();
   // Totals over every run that wrote this file (a resumed job's earlier runs included); the
   // percentiles and the last_run_* figures are this run's.
   auto prev_d = [&](const char* n) { return has_attr(g, n) ? read_attr_double(g, n, name_) : 0.0; };
@@ -400,13 +402,7 @@ void ResultsFile::add_run_metrics(const RunMetrics& m) {
 void ResultsFile::add_metric_totals_from(ResultsFile& other) {
   if (H5Lexists(other.file_, "metrics", H5P_DEFAULT) <= 0) return;
   H5Handle from(check(H5Gopen2(other.file_, "metrics", H5P_DEFAULT), name_, "cannot open group '/metrics'"), H5Gclose);
-  H5Handle g;
-  if (H5Lexists(file_, "metrics", H5P_DEFAULT) > 0)
-    g = H5Handle(check(H5Gopen2(file_, "metrics", H5P_DEFAULT), name_, "cannot open group '/metrics'"), H5Gclose);
-  else
-    g = H5Handle(check(H5Gcreate2(file_, "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name_,
-                       "cannot create group '/metrics'"),
-                 H5Gclose);
+  H5Handle g = metrics_group();
   for (const char* n : {"wall_seconds"})
     if (has_attr(from, n))
       write_attr(g, n, read_attr_double(from, n, name_) + (has_attr(g, n) ? read_attr_double(g, n, name_) : 0.0), name_);

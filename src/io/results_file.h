@@ -69,6 +69,7 @@ class ResultsFile {
   void write_slab(int d, int64_t start, size_t count, const void* buf);
   void extend(int64_t rows);
   void write_run_data(int64_t start, const std::vector<const RowResult*>& rows);
+  h5::H5Handle metrics_group();  // /metrics, created when the file has none yet
 
   h5::H5Handle file_;
   std::array<h5::H5Handle, h5::kNumDs> ds_;

@@ -187,3 +187,21 @@ if bad:
 print(f"{len(paths)} resumed files equal the uninterrupted run")
 PY
 }
+
+# stop_after_first_row JOB LOG: runs tpbatch on JOB until it has recorded its first row and stopped
+# itself (TPBATCH_TEST_STOP_AFTER_ROWS), then kills it: a results file with unfinished rows.
+stop_after_first_row() {
+  TPBATCH_TEST_STOP_AFTER_ROWS=1 "$TPBATCH" "$1" 2>"$2" &
+  local pid=$!  # tpbatch itself: its state is what is watched
+  for _ in $(seq 1200); do  # until it has stopped itself (or ended)
+    [ "$(ps -o stat= -p "$pid" | cut -c1)" = T ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ "$(ps -o stat= -p "$pid" | cut -c1)" != T ]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    fail "the job did not stop after its first row: $(tail -3 "$2")"
+  fi
+  kill -KILL "$pid"
+  wait "$pid" || true
+}

@@ -7,17 +7,7 @@ source "$(dirname "$0")/lib.sh"
 req() { printf '{"custom_id": "%s", "method": "POST", "url": "/v1/completions", "body": {"model": "m", "prompt": "%s", "max_tokens": 3}}\n' "$@"; }
 { req first "Once upon a time"; req second "The little dog"; req third "A cat"; } >"$WORK/in.jsonl"
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/r.h5"
-TPBATCH_TEST_STOP_AFTER_ROWS=1 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/run.log" &
-pid=$!  # tpbatch itself: its state is what is watched
-trap 'kill -KILL "$pid" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1200); do  # until it has stopped itself (or ended)
-  [ "$(ps -o stat= -p "$pid" | cut -c1)" = T ] && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-[ "$(ps -o stat= -p "$pid" | cut -c1)" = T ] || fail "the job did not stop after its first row: $(tail -3 "$WORK/run.log")"
-kill -KILL "$pid"
-wait "$pid" || true
+stop_after_first_row "$WORK/job.yaml" "$WORK/run.log"
 "$TPBATCH" export "$WORK/r.h5" --format openai --output "$WORK/out.jsonl" 2>"$WORK/export.log" ||
   fail "export failed: $(cat "$WORK/export.log")"
 $PY - "$WORK/out.jsonl" <<'PY'
