@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "io/finish_reason.h"
 #include "io/input_row.h"
 #include "job/job_spec.h"
 #include "io/optional_datasets.h"
@@ -190,8 +191,6 @@ ojson openai_logprobs(bool chat, const std::vector<int32_t>& tokens, const std::
   return {{"tokens", toks}, {"token_logprobs", own_lps}, {"top_logprobs", tops}, {"text_offset", nullptr}};
 }
 
-std::string openai_finish_reason(const std::string& f) { return f == "eos" || f == "stop" ? "stop" : f; }
-
 // One choice of a completion: sample `index` of its line.
 ojson openai_choice(bool chat, int32_t index, const std::string& finish, const std::string& text,
                     const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
@@ -201,7 +200,7 @@ ojson openai_choice(bool chat, int32_t index, const std::string& finish, const s
   if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
   choice["logprobs"] = openai_logprobs(chat, tokens, logprobs, top_ids, top_lps, names);
-  choice["finish_reason"] = openai_finish_reason(finish);
+  choice["finish_reason"] = std::string(openai_finish_reason(parse_finish_reason(finish)));
   return choice;
 }
 
@@ -378,7 +377,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
     const auto done = r.scalars<uint8_t>(kDone, start, count, H5T_NATIVE_UINT8);
     const auto fin = r.strings(kFinish, start, count);
     std::vector<RowResult> extras(count);
-    for (hsize_t i = 0; i < count; ++i) extras[i].finish_reason = fin[i];
+    for (hsize_t i = 0; i < count; ++i) extras[i].finish_reason = parse_finish_reason(fin[i]);
     extra.read(static_cast<int64_t>(start), static_cast<int64_t>(count), extras);
     const auto err = r.strings(kError, start, count);
     const auto text = r.strings(kText, start, count);
@@ -441,7 +440,7 @@ int run_export(const ExportOptions& o, std::ostream& stdout_stream) {
         j["response"] = nullptr;
         j["error"] = {{"code", "not_computed"},
                       {"message", "the job did not finish this row (run it again with output.if_exists: resume)"}};
-      } else if (fin[i] == "error") {
+      } else if (parse_finish_reason(fin[i]) == FinishReason::kError) {
         j["response"] = {{"status_code", 400},
                          {"request_id", "req_" + n},
                          {"body", {{"error", {{"message", err[i]}, {"type", "invalid_request_error"},

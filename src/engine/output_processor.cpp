@@ -44,10 +44,10 @@ int32_t draw_on_host(const float* logits, int64_t vocab, const DrawParams& d, fl
                       std::isnan(row_max) ? std::nullopt : std::optional<float>(row_max));
 }
 
-void finish_sequence(Sequence& seq, const char* reason) {
+void finish_sequence(Sequence& seq, FinishReason reason) {
   seq.finish_reason = reason;
   seq.finished = std::chrono::steady_clock::now();
-  if (seq.detokenizer && seq.text.empty() && seq.finish_reason != "stop") seq.text = seq.detokenizer->flush_text();
+  if (seq.detokenizer && seq.text.empty() && seq.finish_reason != FinishReason::kStop) seq.text = seq.detokenizer->flush_text();
 }
 
 namespace {
@@ -63,12 +63,12 @@ void append_token(Sequence& s, int32_t token, float logprob) {
   if (may_end && contains(s.sampling.stop_token_ids, token)) {
     // The stop token stays in /output_tokens; its text is not part of /output_text.
     if (s.detokenizer) s.text = s.detokenizer->flush_text();
-    finish_sequence(s, "stop");
+    finish_sequence(s, FinishReason::kStop);
     return;
   }
   if (s.detokenizer) s.detokenizer->push(token);
   if (may_end && !s.sampling.ignore_eos && contains(s.eos_ids, token)) {
-    finish_sequence(s, "eos");
+    finish_sequence(s, FinishReason::kEos);
     return;
   }
   if (s.detokenizer && !s.sampling.stop.empty()) {
@@ -81,11 +81,11 @@ void append_token(Sequence& s, int32_t token, float logprob) {
     }
     if (best != std::string::npos) {
       s.text = text.substr(0, best);
-      finish_sequence(s, "stop");
+      finish_sequence(s, FinishReason::kStop);
       return;
     }
   }
-  if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish_sequence(s, "length");
+  if (static_cast<int64_t>(s.tokens.size()) >= s.max_len) finish_sequence(s, FinishReason::kLength);
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ void OutputProcessor::score(Sequence& s, std::span<const LogitResult> results) {
     s.logprobs.push_back(res.target_logit - res.log_z);
     if (res.argmax != target) s.all_greedy = false;
   }
-  if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish_sequence(s, "scored");
+  if (s.num_computed == static_cast<int64_t>(s.tokens.size())) finish_sequence(s, FinishReason::kScored);
 }
 
 void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {

@@ -29,7 +29,7 @@ int32_t draw_on_host(const float* logits, int64_t vocab, const DrawParams& param
 
 // Ends a sequence with `reason` (length | eos | stop | scored), its final text flushed. Its KV
 // blocks are the scheduler's to release.
-void finish_sequence(Sequence& seq, const char* reason);
+void finish_sequence(Sequence& seq, FinishReason reason);
 
 // What a generating sequence produces at this step, from its logits alone: its next token, the
 // model's unmodified logit of it, and its top_logprobs alternatives.

@@ -15,7 +15,7 @@ bool prefix_block_being_computed(const Sequence& s, int64_t cached, int64_t limi
   const int64_t end = cached + block_size;
   if (end > limit) return false;
   for (const auto& r : running) {
-    if (!r->finish_reason.empty() || r->num_computed >= end || static_cast<int64_t>(r->tokens.size()) < end) continue;
+    if (r->finish_reason || r->num_computed >= end || static_cast<int64_t>(r->tokens.size()) < end) continue;
     if (std::equal(s.tokens.begin(), s.tokens.begin() + end, r->tokens.begin())) return true;
   }
   return false;

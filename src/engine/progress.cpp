@@ -41,7 +41,7 @@ Progress::Progress(int64_t total_rows, int64_t already_done, double interval, st
 
 void Progress::row_done(const RowResult& row, double ttft, double tpot) {
   ++done_;
-  if (row.finish_reason == "error") ++errors_;
+  if (row.finish_reason == FinishReason::kError) ++errors_;
   prompt_tokens_ += static_cast<int64_t>(row.prompt_tokens.size());
   prompt_tokens_cached_ += row.prompt_tokens_cached;
   output_tokens_ += static_cast<int64_t>(row.output_tokens.size());

@@ -20,7 +20,7 @@ RowResult error_row(int64_t index, const std::string& id, const std::string& why
   RowResult r;
   r.index = index;
   r.id = id;
-  r.finish_reason = "error";
+  r.finish_reason = FinishReason::kError;
   r.error = why;
   return r;
 }
@@ -40,7 +40,7 @@ RowResult to_result(const Sequence& s, bool logprobs) {
   const int64_t prompt_end = s.scoring ? s.prompt_len : s.prompt_len;
   r.prompt_tokens.assign(s.tokens.begin(), s.tokens.begin() + prompt_end);
   r.truncated_tokens = s.truncated_tokens;
-  if (s.finish_reason == "error") return r;
+  if (s.finish_reason == FinishReason::kError) return r;
   r.embedding = s.embedding_out;
   r.output_tokens.assign(s.tokens.begin() + out_from, s.tokens.end());
   r.output_text = s.text;
@@ -311,7 +311,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
       return nullptr;
     }
     if (s->score_from >= static_cast<int64_t>(s->tokens.size())) {
-      s->finish_reason = "scored";  // nothing to score
+      s->finish_reason = FinishReason::kScored;  // nothing to score
       immediate.push_back(to_result(*s, true));
       return nullptr;
     }
@@ -335,7 +335,7 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
   s->max_len = generation_limit(*s, row.sampling.max_new_tokens);
   s->detokenizer.emplace(tok_, s->tokens);
   if (s->max_len <= s->prompt_len) {
-    s->finish_reason = "length";
+    s->finish_reason = FinishReason::kLength;
     immediate.push_back(to_result(*s, job_.output.logprobs));
     return nullptr;
   }

@@ -16,7 +16,7 @@ void Scheduler::add(std::unique_ptr<Sequence> seq) {
   // A prompt that cannot fit the whole cache would wait forever: fail the row instead.
   const int64_t need = alloc_.blocks_for(seq->prompt_len + 1);
   if (need > alloc_.num_blocks()) {
-    seq->finish_reason = "error";
+    seq->finish_reason = FinishReason::kError;
     seq->error = "input line " + std::to_string(seq->line + 1) + ": prompt of " + std::to_string(seq->prompt_len) + " tokens does not fit the KV cache (" +
                 std::to_string(alloc_.num_blocks() * alloc_.block_size()) + " tokens; raise engine.kv_cache_tokens)";
     finished_.push_back(std::move(seq));
@@ -126,7 +126,7 @@ StepInputs Scheduler::schedule() {
     if (!reserve(i, s.num_computed + n)) {
       if (any_in_flight) continue;  // blocks come back as steps in flight finish
       if (running_.size() == 1) {   // alone and still too big: the cache bounds its length
-        finish(s, "length");
+        finish(s, FinishReason::kLength);
         finished_.push_back(std::move(running_[i]));
         running_.clear();
         break;
@@ -174,7 +174,7 @@ bool Scheduler::share_cached_prefix(Sequence& s) {
   return true;
 }
 
-void Scheduler::finish(Sequence& seq, const char* reason) {
+void Scheduler::finish(Sequence& seq, FinishReason reason) {
   finish_sequence(seq, reason);
   alloc_.release(seq.blocks);
 }
@@ -225,7 +225,7 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
       }
       if (s.num_computed == s.prompt_len) {
         s.embedding_out = s.embedding_sum.finish(s.pooling, s.normalize);
-        finish(s, "embedded");
+        finish(s, FinishReason::kEmbedded);
       }
     } else if (s.scoring) {
       output_.score(s, std::span<const LogitResult>(results.data() + r, static_cast<size_t>(e.num_requests)));
@@ -233,11 +233,11 @@ void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector
     } else if (e.samples) {
       output_.accept(s, results[r++], choices[g++]);
     }
-    if (!s.finish_reason.empty()) alloc_.release(s.blocks);
+    if (s.finish_reason) alloc_.release(s.blocks);
   }
   // Move finished sequences out of the running list, keeping admission order.
   for (auto it = running_.begin(); it != running_.end();) {
-    if (!(*it)->finish_reason.empty() && !(*it)->in_flight) {
+    if ((*it)->finish_reason && !(*it)->in_flight) {
       finished_.push_back(std::move(*it));
       it = running_.erase(it);
     } else {

@@ -69,7 +69,7 @@ class Scheduler {
   // Admission: shares the cached blocks of the sequence's leading tokens and starts it after them;
   // false (nothing shared) when it should wait for a running sequence to compute more of them.
   bool share_cached_prefix(Sequence& seq);
-  void finish(Sequence& seq, const char* reason);  // output side done, blocks released
+  void finish(Sequence& seq, FinishReason reason);  // output side done, blocks released
 
   SchedulerLimits limits_;
   KvBlockAllocator& alloc_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/embedding_pooling.h"
+#include "io/finish_reason.h"
 #include "job/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,8 +53,8 @@ struct Sequence {
   bool all_greedy = true;
   std::optional<IncrementalDetokenizer> detokenizer;  // copyable: the line's other samples start as copies
   std::string text;                // final text (stop string excluded)
-  std::string finish_reason;
-  std::string error;               // why the row failed (finish_reason "error")
+  std::optional<FinishReason> finish_reason;  // none while the row runs
+  std::string error;               // why the row failed (FinishReason::kError)
   int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
 
   // Timings for TTFT / TPOT.

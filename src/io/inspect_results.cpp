@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "io/finish_reason.h"
 #include "io/output_lock.h"
 #include "io/output_paths.h"
 #include "io/row_journal.h"
@@ -142,7 +143,7 @@ void inspect_once(const std::string& path, std::ostream& out) {
     }
   }
   for (const auto& [row, r] : journal_rows)
-    count_row(row, r.id, r.error, r.finish_reason, r.prompt_tokens.size(), r.output_tokens.size());
+    count_row(row, r.id, r.error, std::string(finish_reason_name(r.finish_reason)), r.prompt_tokens.size(), r.output_tokens.size());
   // A shard's file holds the job's every row but computes only its shard's.
   const bool sharded = int_attr("shard_count") > 1;
   const int64_t wanted = sharded ? int_attr("shard_end_row") - int_attr("shard_first_row") : num_rows;

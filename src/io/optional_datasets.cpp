@@ -171,7 +171,7 @@ void OptionalDatasets::read(int64_t start, int64_t count, std::vector<RowResult>
           "cannot read dataset '/embedding'");
     for (size_t i = 0; i < n && i < rows.size(); ++i) {
       const float* p = buf.data() + i * dim;
-      if (rows[i].finish_reason == "error" || std::isnan(p[0])) continue;
+      if (rows[i].finish_reason == FinishReason::kError || std::isnan(p[0])) continue;
       rows[i].embedding.assign(p, p + dim);
     }
   }

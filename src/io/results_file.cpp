@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "io/finish_reason.h"
 #include "io/input_row.h"
 #include "io/output_paths.h"
 #include "io/resume_check.h"
@@ -176,7 +177,6 @@ std::vector<uint8_t> ResultsFile::read_done() {
 }
 
 void ResultsFile::drop_unreadable_done_rows(std::vector<uint8_t>& done) {
-  static const char* const kReasons[] = {"length", "eos", "stop", "scored", "embedded", "error"};
   int64_t dropped = 0, first = -1;
   for (int64_t start = 0; start < num_rows_; start += static_cast<int64_t>(kChunkRows)) {
     const int64_t count = std::min<int64_t>(static_cast<int64_t>(kChunkRows), num_rows_ - start);
@@ -205,8 +205,7 @@ void ResultsFile::drop_unreadable_done_rows(std::vector<uint8_t>& done) {
       uint8_t& d = done[static_cast<size_t>(start + i)];
       if (!d) continue;
       const char* f = ok ? fin[static_cast<size_t>(i)] : nullptr;
-      const bool known = f && std::any_of(std::begin(kReasons), std::end(kReasons),
-                                          [&](const char* r) { return std::strcmp(f, r) == 0; });
+      const bool known = f && parse_finish_reason(f);
       if (!known) {
         d = 0;
         ++dropped;
@@ -235,16 +234,16 @@ std::vector<RowResult> ResultsFile::read_rows(int64_t start, int64_t count) {
   std::vector<RowResult> rows(n);
   for (size_t i = 0; i < n; ++i) rows[i].index = start + static_cast<int64_t>(i);
   std::vector<char*> strs(n, nullptr);
-  auto strings = [&](int d, std::string RowResult::*field) {
+  auto strings = [&](int d, auto set) {
     read(d, strs.data());
-    for (size_t i = 0; i < n; ++i) rows[i].*field = strs[i] ? strs[i] : "";
+    for (size_t i = 0; i < n; ++i) set(rows[i], strs[i] ? strs[i] : "");
     H5Dvlen_reclaim(types_.str, mspace, H5P_DEFAULT, strs.data());
     std::fill(strs.begin(), strs.end(), nullptr);
   };
-  strings(kId, &RowResult::id);
-  strings(kText, &RowResult::output_text);
-  strings(kFinish, &RowResult::finish_reason);
-  strings(kError, &RowResult::error);
+  strings(kId, [](RowResult& r, const char* s) { r.id = s; });
+  strings(kText, [](RowResult& r, const char* s) { r.output_text = s; });
+  strings(kFinish, [](RowResult& r, const char* s) { r.finish_reason = parse_finish_reason(s); });
+  strings(kError, [](RowResult& r, const char* s) { r.error = s; });
   std::vector<hvl_t> vls(n, hvl_t{0, nullptr});
   auto lists = [&](int d, auto field, hid_t mem) {
     using T = typename std::remove_reference_t<decltype(rows[0].*field)>::value_type;
@@ -489,7 +488,8 @@ void ResultsFile::write_run_data(int64_t start, const std::vector<const RowResul
   };
   strings(kId, &RowResult::id);
   strings(kText, &RowResult::output_text);
-  strings(kFinish, &RowResult::finish_reason);
+  for (size_t i = 0; i < n; ++i) strs[i] = finish_reason_name(rows[i]->finish_reason).data();  // literals: NUL-ended
+  write_slab(kFinish, start, n, strs.data());
   strings(kError, &RowResult::error);
   auto lists = [&](int d, auto field) {
     for (size_t i = 0; i < n; ++i) vls[i] = vl(rows[i]->*field);

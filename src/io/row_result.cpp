@@ -72,7 +72,7 @@ class Reader {
 
 std::string serialize(const RowResult& r) {
   std::string out;
-  out.reserve(96 + r.id.size() + r.output_text.size() + r.finish_reason.size() + r.error.size() +
+  out.reserve(96 + r.id.size() + r.output_text.size() + r.error.size() +
               4 * (r.prompt_tokens.size() + r.output_tokens.size() + r.output_logprobs.size() + r.embedding.size()));
   put<uint32_t>(out, kMagic);
   put<int64_t>(out, r.index);
@@ -87,7 +87,8 @@ std::string serialize(const RowResult& r) {
   put_array(out, r.top_logprobs.data(), r.top_logprobs.size());
   put<double>(out, r.logprob_sum);
   put<uint8_t>(out, r.is_greedy);
-  put_array(out, r.finish_reason.data(), r.finish_reason.size());
+  const std::string_view finish = finish_reason_name(r.finish_reason);  // by name: the journal outlives the enum's order
+  put_array(out, finish.data(), finish.size());
   put_array(out, r.error.data(), r.error.size());
   put<int64_t>(out, r.prompt_tokens_cached);
   put_array(out, r.embedding.data(), r.embedding.size());
@@ -119,7 +120,10 @@ RowResult deserialize_row_result(std::string_view bytes) {
   r.logprob_sum = rd.get<double>();
   r.is_greedy = rd.get<uint8_t>();
   if (r.is_greedy > 1) rd.fail("is_greedy is not 0 or 1");
-  rd.get_string(r.finish_reason);
+  std::string finish;
+  rd.get_string(finish);
+  r.finish_reason = parse_finish_reason(finish);
+  if (!finish.empty() && !r.finish_reason) rd.fail("unknown finish_reason '" + finish + "'");
   rd.get_string(r.error);
   r.prompt_tokens_cached = rd.get<int64_t>();
   if (r.prompt_tokens_cached < 0) rd.fail("negative prompt_tokens_cached");

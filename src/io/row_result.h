@@ -1,9 +1,12 @@
 #pragma once
 // The finished result of one input row: what the writer stores in the HDF5 file.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "io/finish_reason.h"
 
 namespace tpbatch {
 
@@ -22,7 +25,7 @@ struct RowResult {
   std::vector<float> top_logprobs;
   double logprob_sum = 0.0;
   uint8_t is_greedy = 0;
-  std::string finish_reason;   // length | eos | stop | scored | error
+  std::optional<FinishReason> finish_reason;  // none: a row not finished (read back from a file)
   std::string error;
   std::vector<float> embedding;  // task: embed: /embedding's row (hidden_size values); empty otherwise
   int64_t truncated_tokens = 0;  // input.truncate: left: prompt tokens dropped (/truncated_tokens)

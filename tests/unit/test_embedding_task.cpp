@@ -67,7 +67,7 @@ TEST(EmbeddingPooling, MeanOverChunksAndNormalisation) {
 TEST(EmbeddingRowResult, TravelsBetweenRanks) {
   RowResult r;
   r.index = 3;
-  r.finish_reason = "embedded";
+  r.finish_reason = FinishReason::kEmbedded;
   r.embedding = {0.25f, -1.5f, 3.0f};
   r.truncated_tokens = 7;
   const RowResult back = deserialize_row_result(serialize(r));
@@ -96,11 +96,11 @@ RowResult embed_row(int64_t i) {
   r.id = "r" + std::to_string(i);
   r.prompt_tokens = {1, static_cast<int32_t>(i + 2)};
   if (i % 3 == 2) {
-    r.finish_reason = "error";
+    r.finish_reason = FinishReason::kError;
     r.error = "bad line";
     return r;
   }
-  r.finish_reason = "embedded";
+  r.finish_reason = FinishReason::kEmbedded;
   for (int64_t k = 0; k < kDim; ++k) r.embedding.push_back(static_cast<float>(i * 10 + k) / 7.0f);
   r.truncated_tokens = i;
   return r;

@@ -308,7 +308,7 @@ void expect_same_outputs(const RunOutcome& on, const RunOutcome& off, int64_t ro
   ASSERT_EQ(off.done.size(), static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     SCOPED_TRACE("row " + std::to_string(r));
-    EXPECT_EQ(on.done[r]->finish_reason, "length");
+    EXPECT_EQ(on.done[r]->finish_reason, tpbatch::FinishReason::kLength);
     expect_generated_directly(*on.done[r]);
     expect_generated_directly(*off.done[r]);
     EXPECT_EQ(on.done[r]->tokens, off.done[r]->tokens);

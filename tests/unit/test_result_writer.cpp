@@ -168,7 +168,7 @@ RowResult row(int64_t i) {
   r.output_logprobs.assign(r.output_tokens.size(), -0.5f);
   r.logprob_sum = -0.5 * static_cast<double>(r.output_tokens.size());
   r.is_greedy = i % 2;
-  r.finish_reason = i % 3 == 0 ? "eos" : "length";
+  r.finish_reason = i % 3 == 0 ? FinishReason::kEos : FinishReason::kLength;
   return r;
 }
 
@@ -246,7 +246,7 @@ TEST_F(ResultWriterTest, RoundTripRowsWrittenOutOfOrder) {
     RowResult e = row(i);
     EXPECT_EQ(ids[i], e.id);
     EXPECT_EQ(texts[i], e.output_text);
-    EXPECT_EQ(reasons[i], e.finish_reason);
+    EXPECT_EQ(reasons[i], finish_reason_name(e.finish_reason));
     EXPECT_EQ(errors[i], "");
     EXPECT_EQ(prompt[i], e.prompt_tokens);
     EXPECT_EQ(output[i], e.output_tokens);
@@ -542,7 +542,7 @@ TEST_F(ResultWriterTest, InspectPrintsSummary) {
     RowResult bad;
     bad.index = 1;
     bad.id = "q-bad";
-    bad.finish_reason = "error";
+    bad.finish_reason = FinishReason::kError;
     bad.error = "input line 2: not valid JSON (x)";
     w->write(bad);
     RunMetrics m;

@@ -74,7 +74,7 @@ class RowDispatcherTest : public ::testing::Test {
       row.index = item.first_row;
       row.line = item.index;
       row.sample = item.samples.at(0);
-      row.finish_reason = "length";
+      row.finish_reason = FinishReason::kLength;
       dispatcher_->record(row);
     }
   }

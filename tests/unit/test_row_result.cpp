@@ -23,7 +23,7 @@ RowResult sample() {
   r.output_logprobs = {-0.5f, -1.25f, 0.0f};
   r.logprob_sum = -1.75;
   r.is_greedy = 1;
-  r.finish_reason = "length";
+  r.finish_reason = FinishReason::kLength;
   r.error = "";
   r.prompt_tokens_cached = 2;
   r.embedding = {0.25f, -3.0f};
@@ -92,4 +92,12 @@ TEST(RowResult, HugeLengthRejected) {
   uint64_t overflow = (~uint64_t{0} / 4) + 2;  // count * 4 would wrap around
   std::memcpy(c.data() + tokens_at, &overflow, sizeof overflow);
   EXPECT_THROW(deserialize_row_result(c), Error);
+}
+
+TEST(RowResult, UnknownFinishReasonRejected) {
+  std::string b = serialize(sample());
+  const size_t at = b.find("length");
+  ASSERT_NE(at, std::string::npos);
+  b[at + 3] = 'x';  // "lenxth": same length, no reason of that name
+  EXPECT_THROW(deserialize_row_result(b), Error);
 }

@@ -144,12 +144,12 @@ TEST(SamplingOptions, MinTokensHoldsEosBackUntilReached) {
     ASSERT_TRUE(needs_full_logits(*s));
     out.generate(*s, result_of(l), l.data(), 6);
     EXPECT_EQ(s->tokens.back(), 3) << i;
-    EXPECT_EQ(s->finish_reason, "");
+    EXPECT_EQ(s->finish_reason, std::nullopt);
   }
   EXPECT_FALSE(needs_full_logits(*s));  // greedy from here: the argmax is enough
   out.generate(*s, result_of(l), nullptr, 6);
   EXPECT_EQ(s->tokens.back(), 5);
-  EXPECT_EQ(s->finish_reason, "eos");
+  EXPECT_EQ(s->finish_reason, FinishReason::kEos);
   EXPECT_EQ(s->num_generated(), 4);
 }
 
@@ -160,7 +160,7 @@ TEST(SamplingOptions, StopTokenIdsFinishTheRowAndAreHeldBackByMinTokens) {
   const std::vector<float> l = {0.0f, 0.0f, 0.0f, 1.0f, 2.0f, 0.0f};
   OutputProcessor out;
   out.generate(*s, result_of(l), nullptr, 6);
-  EXPECT_EQ(s->finish_reason, "stop");
+  EXPECT_EQ(s->finish_reason, FinishReason::kStop);
   EXPECT_EQ(s->tokens.back(), 4);  // kept in /output_tokens, as vLLM does
   p.min_tokens = 2;
   auto t = generating(p);
@@ -168,9 +168,9 @@ TEST(SamplingOptions, StopTokenIdsFinishTheRowAndAreHeldBackByMinTokens) {
   EXPECT_EQ(t->tokens.back(), 3);
   out.generate(*t, result_of(l), l.data(), 6);
   EXPECT_EQ(t->tokens.back(), 3);
-  EXPECT_EQ(t->finish_reason, "");
+  EXPECT_EQ(t->finish_reason, std::nullopt);
   out.generate(*t, result_of(l), nullptr, 6);
-  EXPECT_EQ(t->finish_reason, "stop");
+  EXPECT_EQ(t->finish_reason, FinishReason::kStop);
 }
 
 TEST(SamplingOptions, TopLogprobsAreTheKBestOfTheLogSoftmax) {

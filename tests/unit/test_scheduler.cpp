@@ -68,7 +68,7 @@ TEST(Scheduler, RunsEverySequenceToItsLengthWithinLimits) {
   drain(sched, alloc, lim, done);
   ASSERT_EQ(done.size(), 7u);
   for (auto& s : done) {
-    EXPECT_EQ(s->finish_reason, "length");
+    EXPECT_EQ(s->finish_reason, tpbatch::FinishReason::kLength);
     EXPECT_EQ(s->num_generated(), 4);
     EXPECT_EQ(s->tokens.back(), 7);
     EXPECT_NEAR(s->logprobs[0], -0.5f, 1e-6);  // max_logit - log_z
@@ -103,7 +103,7 @@ TEST(Scheduler, RejectsAPromptLargerThanTheWholeCache) {
   sched.add(generating(0, 20, 1));
   auto done = sched.take_finished();
   ASSERT_EQ(done.size(), 1u);
-  EXPECT_EQ(done[0]->finish_reason, "error");
+  EXPECT_EQ(done[0]->finish_reason, tpbatch::FinishReason::kError);
   EXPECT_NE(done[0]->error.find("KV cache"), std::string::npos);
 }
 
@@ -118,7 +118,7 @@ TEST(Scheduler, ScoresEveryTargetExactlyOnce) {
   std::vector<std::unique_ptr<Sequence>> done;
   drain(sched, alloc, lim, done);
   ASSERT_EQ(done.size(), 1u);
-  EXPECT_EQ(done[0]->finish_reason, "scored");
+  EXPECT_EQ(done[0]->finish_reason, tpbatch::FinishReason::kScored);
   EXPECT_EQ(done[0]->logprobs.size(), 6u);  // positions 4..9
   EXPECT_FALSE(done[0]->all_greedy);        // argmax 7 never equals the targets 14..19
 }
