@@ -13,20 +13,16 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "io/line_context.h"
+#include "io/line_sampling.h"
+#include "io/openai_request.h"
+#include "job/sampling_keys.h"
 #include "tokenizer/utf8.h"
 
 namespace tpbatch {
 namespace {
 
 using json = nlohmann::json;
-
-struct LineContext {
-  int64_t index;
-  std::string id;
-  [[noreturn]] void bad(const std::string& reason) const {
-    throw BadLine{index, id, "input line " + std::to_string(index + 1) + ": " + reason};
-  }
-};
 
 std::string json_error_detail(const std::string& what) {
   std::string d = what;
@@ -38,108 +34,8 @@ std::string json_error_detail(const std::string& what) {
   return d;
 }
 
-// A JSON integer as int64; false if not an integer or out of int64 range.
-bool as_int64(const json& v, int64_t& out) {
-  if (v.is_number_unsigned()) {
-    uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-    out = static_cast<int64_t>(u);
-    return true;
-  }
-  if (v.is_number_integer()) {
-    out = v.get<int64_t>();
-    return true;
-  }
-  return false;
-}
-
-void apply_overrides(const json& obj, const LineContext& ctx, SamplingParams& s) {
-  auto field = [&](const char* name) -> const json* {
-    auto it = obj.find(name);
-    if (it == obj.end() || it->is_null()) return nullptr;
-    return &*it;
-  };
-  // An integer override: ">= min" or, with a max, "in [min, max]", as the message says.
-  auto integer = [&](const char* name, int64_t& out, int64_t min, std::optional<int64_t> max = std::nullopt) {
-    const json* v = field(name);
-    if (!v) return;
-    int64_t x;
-    if (!as_int64(*v, x) || x < min || (max && x > *max))
-      ctx.bad(std::string("'") + name + "' must be an integer " +
-              (max ? "in [" + std::to_string(min) + ", " + std::to_string(*max) + "]" : ">= " + std::to_string(min)));
-    out = x;
-  };
-  integer("max_new_tokens", s.max_new_tokens, 0);
-  if (const json* v = field("temperature")) {
-    if (!v->is_number()) ctx.bad("'temperature' must be a number");
-    double x = v->get<double>();
-    if (!(x >= 0)) ctx.bad("'temperature' must be >= 0");
-    s.temperature = x;
-  }
-  integer("top_k", s.top_k, 0);
-  if (const json* v = field("top_p")) {
-    if (!v->is_number()) ctx.bad("'top_p' must be a number");
-    double x = v->get<double>();
-    if (!(x > 0 && x <= 1)) ctx.bad("'top_p' must be in (0, 1]");
-    s.top_p = x;
-  }
-  if (const json* v = field("seed")) {
-    if (!v->is_number_unsigned()) ctx.bad("'seed' must be a non-negative integer");
-    s.seed = v->get<uint64_t>();
-  }
-  if (const json* v = field("stop")) {
-    std::vector<std::string> stop;
-    const std::string msg = "'stop' must be a string or a list of non-empty strings";
-    if (v->is_string()) {
-      stop.push_back(v->get<std::string>());
-    } else if (v->is_array()) {
-      for (const auto& e : *v) {
-        if (!e.is_string()) ctx.bad(msg);
-        stop.push_back(e.get<std::string>());
-      }
-    } else {
-      ctx.bad(msg);
-    }
-    for (const auto& st : stop)
-      if (st.empty()) ctx.bad(msg);
-    s.stop = std::move(stop);
-  }
-  if (const json* v = field("ignore_eos")) {
-    if (!v->is_boolean()) ctx.bad("'ignore_eos' must be true or false");
-    s.ignore_eos = v->get<bool>();
-  }
-  if (const json* v = field("min_p")) {
-    if (!v->is_number() || !(v->get<double>() >= 0 && v->get<double>() <= 1)) ctx.bad("'min_p' must be a number in [0, 1]");
-    s.min_p = v->get<double>();
-  }
-  if (const json* v = field("repetition_penalty")) {
-    if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>()))
-      ctx.bad("'repetition_penalty' must be a finite number > 0");
-    s.repetition_penalty = v->get<double>();
-  }
-  for (const char* name : {"presence_penalty", "frequency_penalty"})
-    if (const json* v = field(name)) {
-      if (!v->is_number() || !std::isfinite(v->get<double>())) ctx.bad(std::string("'") + name + "' must be a finite number");
-      (name[0] == 'p' ? s.presence_penalty : s.frequency_penalty) = v->get<double>();
-    }
-  if (const json* v = field("stop_token_ids")) {
-    const std::string msg = "'stop_token_ids' must be a list of token ids (integers >= 0)";
-    if (!v->is_array()) ctx.bad(msg);
-    std::vector<int32_t> ids;
-    for (const auto& e : *v) {
-      int64_t id;
-      if (!as_int64(e, id) || id < 0 || id > std::numeric_limits<int32_t>::max()) ctx.bad(msg);
-      ids.push_back(static_cast<int32_t>(id));
-    }
-    s.stop_token_ids = std::move(ids);
-  }
-  integer("min_tokens", s.min_tokens, 0);
-  integer("top_logprobs", s.top_logprobs, 0, kMaxTopLogprobs);
-  integer("n", s.n, 1, kMaxSamples);
-}
-
 // A line's sample count as samples_of_line() reads it: the line's own valid "n" (or body.n), else
-// the job's. Kept in step with apply_overrides and the OpenAI body mapping.
+// the job's. Kept in step with apply_line_sampling and the OpenAI body mapping.
 int64_t line_samples(const json& obj, int64_t job_n) {
   const json* v = nullptr;
   if (obj.contains("custom_id") && obj.contains("body")) {
@@ -149,7 +45,7 @@ int64_t line_samples(const json& obj, int64_t job_n) {
     v = &*n;
   }
   int64_t x;
-  if (v && !v->is_null() && as_int64(*v, x) && x >= 1 && x <= kMaxSamples) return x;
+  if (v && !v->is_null() && json_as_int64(*v, x) && x >= 1 && x <= kMaxSamples) return x;
   return job_n;
 }
 
@@ -160,7 +56,7 @@ std::vector<int32_t> token_ids(const json& list, const std::string& field, const
   tokens.reserve(list.size());
   for (const auto& t : list) {
     int64_t id;
-    if (!as_int64(t, id)) {
+    if (!json_as_int64(t, id)) {
       if (t.is_number_integer()) ctx.bad("token id " + t.dump() + " out of range [0, " + std::to_string(vocab_size) + ")");
       ctx.bad("'" + field + "' must be a list of integer token ids, got " + t.dump());
     }
@@ -190,120 +86,6 @@ void check_messages(const json& m, const LineContext& ctx) {
   }
 }
 
-// An OpenAI Batch API request line ({"custom_id", "method", "url", "body"}) as the plain row it
-// asks for: custom_id is the id, body.prompt (completions) or body.messages (chat) the prompt,
-// max_tokens / max_completion_tokens, temperature, top_p, seed, stop, presence/frequency_penalty
-// and top_logprobs (completions: logprobs: k) the overrides, as are vLLM's extra sampling keys
-// (top_k, min_p, repetition_penalty, min_tokens, stop_token_ids, ignore_eos). body.model is
-// ignored (the job names the model); n is the number of samples (choices); stream: false and chat's
-// logprobs: true|false are accepted as what the engine does anyway; other body keys are unknown keys.
-// Where a /v1/embeddings request's token-id input waits, in the converted row, for
-// parse_input_row (a name no input line can use: it starts with a NUL).
-const std::string kOpenAiInputIds = std::string("\0openai_input_ids", 17);
-
-// A /v1/embeddings request (custom_id, method and top-level keys checked by the caller): body.input
-// (a string, a one-string list, or a list of token ids: one input per request) is the prompt;
-// body.model is ignored (the job names the model) and encoding_format may only be "float" (the
-// values are stored as float32). A job whose task is not embed gets an error row saying so.
-json openai_embedding_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
-  const InputSpec& in = job.input;
-  if (job.task != Task::kEmbed)
-    ctx.bad("url '/v1/embeddings' asks for an embedding, but this job's task is " + std::string(task_name(job.task)) +
-            " (an embeddings batch needs task: embed)");
-  const json& body = req["body"];
-  if (!body.is_object()) ctx.bad("'body' must be an object");
-  json row = json::object();
-  row[in.id_field] = ctx.id;
-  for (const auto& kv : body.items()) {
-    const std::string& k = kv.key();
-    const json& v = kv.value();
-    if (k == "model" || v.is_null()) continue;
-    if (k == "input") {
-      if (v.is_string()) row[in.text_field] = v;
-      else if (v.is_array() && v.size() == 1 && v[0].is_string()) row[in.text_field] = v[0];
-      else if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& t) { return t.is_number(); }))
-        row[kOpenAiInputIds] = v;
-      else ctx.bad("'body.input' must be a string or a non-empty list of token ids (one input per request)");
-    } else if (k == "encoding_format") {
-      if (!(v.is_string() && v.get<std::string>() == "float"))
-        ctx.bad("'body.encoding_format' must be \"float\" (embeddings are stored as float32)");
-    } else if (in.unknown_keys == UnknownKeys::kError) {
-      ctx.bad("unknown key 'body." + k + "' (this engine reads body.input and body.encoding_format of an "
-              "embeddings request; input.unknown_keys: ignore skips the others)");
-    }
-  }
-  if (!row.contains(in.text_field) && !row.contains(kOpenAiInputIds)) ctx.bad("field 'body.input' is missing");
-  return row;
-}
-
-json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
-  const InputSpec& in = job.input;
-  const bool strict = in.unknown_keys == UnknownKeys::kError;
-  auto cid = req.find("custom_id");
-  if (!cid->is_string()) ctx.bad("'custom_id' must be a string");
-  ctx.id = cid->get<std::string>();
-  for (const auto& kv : req.items())
-    if (strict && kv.key() != "custom_id" && kv.key() != "method" && kv.key() != "url" && kv.key() != "body")
-      ctx.bad("unknown key '" + kv.key() + "' in an OpenAI batch request (custom_id, method, url, body; "
-              "input.unknown_keys: ignore skips it)");
-  if (auto m = req.find("method"); m != req.end() && !(m->is_string() && m->get<std::string>() == "POST"))
-    ctx.bad("'method' must be \"POST\"");
-  auto url_it = req.find("url");
-  if (url_it == req.end() || !url_it->is_string()) ctx.bad("field 'url' is missing (an OpenAI batch request)");
-  const std::string url = url_it->get<std::string>();
-  if (url == "/v1/embeddings") return openai_embedding_request_to_row(req, job, ctx);
-  const bool chat = url == "/v1/chat/completions";
-  if (!chat && url != "/v1/completions")
-    ctx.bad("url '" + url + "' is not supported (only /v1/completions, /v1/chat/completions and /v1/embeddings)");
-  if (job.task != Task::kGenerate) ctx.bad("OpenAI batch requests need task: generate");
-  const json& body = req["body"];
-  if (!body.is_object()) ctx.bad("'body' must be an object");
-  json row = json::object();
-  row[in.id_field] = ctx.id;
-  for (const auto& kv : body.items()) {
-    const std::string& k = kv.key();
-    const json& v = kv.value();
-    if (k == "model" || v.is_null()) continue;
-    if (!chat && k == "prompt") {
-      if (v.is_array() && v.size() == 1 && v[0].is_string()) row[in.text_field] = v[0];
-      else if (v.is_string()) row[in.text_field] = v;
-      else ctx.bad("'body.prompt' must be a string (one prompt per request)");
-    } else if (chat && k == "messages") {
-      row["messages"] = v;
-    } else if (k == "max_tokens" || k == "max_completion_tokens") {
-      if (row.contains("max_new_tokens") && row["max_new_tokens"] != v)
-        ctx.bad("'body.max_tokens' and 'body.max_completion_tokens' differ");
-      row["max_new_tokens"] = v;
-    } else if (k == "temperature" || k == "top_p" || k == "seed" || k == "stop" || k == "presence_penalty" ||
-               k == "frequency_penalty" || k == "top_logprobs" || k == "top_k" || k == "min_p" ||
-               k == "repetition_penalty" || k == "min_tokens" || k == "stop_token_ids" || k == "ignore_eos") {
-      // The OpenAI keys and vLLM's extra sampling parameters, under the same names as row keys.
-      if (k == "top_logprobs" && row.contains("top_logprobs") && row["top_logprobs"] != v)
-        ctx.bad("'body.logprobs' and 'body.top_logprobs' differ");
-      row[k] = v;
-    } else if (!chat && k == "logprobs" && v.is_number_integer()) {
-      // /v1/completions: logprobs is the number of alternatives (top_logprobs).
-      if (row.contains("top_logprobs") && row["top_logprobs"] != v) ctx.bad("'body.logprobs' and 'body.top_logprobs' differ");
-      row["top_logprobs"] = v;
-    } else if (k == "n") {  // independent samples: the response's choices
-      row["n"] = v;
-    } else if (k == "logprobs" && v.is_boolean()) {
-      // /v1/chat/completions: the chosen tokens' logprobs are /output_logprobs (output.logprobs);
-      // body.top_logprobs asks for alternatives.
-    } else if (k == "stream" && v.is_boolean() && !v.get<bool>()) {
-    } else if (strict) {
-      ctx.bad("unknown key 'body." + k + "' (this engine reads body." + (chat ? "messages" : "prompt") +
-              ", max_tokens, max_completion_tokens, temperature, top_p, top_k, min_p, seed, stop, stop_token_ids, "
-              "presence_penalty, frequency_penalty, repetition_penalty, min_tokens, ignore_eos, n, logprobs, "
-              "top_logprobs; input.unknown_keys: ignore "
-              "skips the others)");
-    }
-  }
-  if (chat && !row.contains("messages")) ctx.bad("field 'body.messages' is missing");
-  if (!chat && !row.contains(in.text_field)) ctx.bad("field 'body.prompt' is missing");
-  return row;
-}
-
 // Under input.unknown_keys: error, a key that no part of this job reads is an error, never dropped.
 void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ctx) {
   const InputSpec& in = job.input;
@@ -313,7 +95,7 @@ void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ct
     known.push_back(in.completion_field);
     known.push_back("completion_tokens");
   }
-  for (const auto& k : row_sampling_keys()) known.push_back(k);
+  for (const auto& k : per_line_sampling_names()) known.push_back(k);
   for (const auto& kv : obj.items()) {
     if (std::find(known.begin(), known.end(), kv.key()) != known.end()) continue;
     std::string hint;
@@ -327,14 +109,6 @@ void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ct
 }
 
 }  // namespace
-
-const std::vector<std::string>& row_sampling_keys() {
-  // Keep in step with apply_overrides (a per-line override missing here is rejected as unknown).
-  static const std::vector<std::string> keys = {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop",
-                                                "ignore_eos", "min_p", "repetition_penalty", "presence_penalty",
-                                                "frequency_penalty", "stop_token_ids", "min_tokens", "top_logprobs", "n"};
-  return keys;
-}
 
 bool is_blank_line(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
@@ -498,7 +272,7 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
   if (in.unknown_keys == UnknownKeys::kError) check_known_keys(obj, job, ctx);
 
   row.sampling = job.sampling;
-  apply_overrides(obj, ctx, row.sampling);
+  apply_line_sampling(obj, ctx, row.sampling);
   if (row.sampling.n > 1 && job.task != Task::kGenerate)
     ctx.bad("'n' is " + std::to_string(row.sampling.n) + ", but several samples of a prompt need task: generate");
   return row;

@@ -23,10 +23,6 @@ struct InputRow {
   SamplingParams sampling;                     // job defaults with this line's overrides applied
 };
 
-// The per-line sampling overrides a row may carry (each also a `sampling.` job key). A key that is
-// neither one of these nor a field the job reads is an error row unless input.unknown_keys: ignore.
-const std::vector<std::string>& row_sampling_keys();
-
 // Thrown for a line that cannot be used; what() names the line (1-based in messages) and reason.
 struct BadLine {
   int64_t index;
@@ -35,7 +31,9 @@ struct BadLine {
   const std::string& what() const { return reason; }
 };
 
-// Parses one line. Per-line overrides: row_sampling_keys(). Fields: id_field, text_field (or
+// Parses one line. Per-line overrides: per_line_sampling_names() (job/sampling_keys.h); a key that
+// is neither one of these nor a field the job reads is an error row unless input.unknown_keys:
+// ignore. Fields: id_field, text_field (or
 // tokens_field, or "messages"), and for the score task completion_field or "completion_tokens".
 // Throws BadLine: not JSON, not an object, invalid UTF-8, missing/mistyped field, bad override
 // value, token id outside [0, vocab_size), a key the job does not read (input.unknown_keys: error).

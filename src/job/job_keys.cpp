@@ -10,15 +10,9 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "job/sampling_keys.h"
 
 namespace tpbatch {
-
-// A capture-less accessor for one JobSpec field, e.g. JOB_FIELD(engine.threads).
-#define JOB_FIELD(member) [](JobSpec& j) -> auto& { return j.member; }
-// The two accessors of an enum field (EnumChoice): its value as an index into the names, and back.
-#define JOB_ENUM_FIELD(member, Enum)                                 \
-  [](const JobSpec& j) { return static_cast<size_t>(j.member); }, \
-      [](JobSpec& j, size_t i) { j.member = static_cast<Enum>(i); }
 
 namespace {
 
@@ -26,10 +20,9 @@ using namespace job_key;
 
 bool is_embed(const JobSpec& j) { return j.task == Task::kEmbed; }
 
-}  // namespace
-
-const std::vector<JobKey>& job_keys() {
-  static const std::vector<JobKey> keys = {
+// The keys before `sampling:` in the effective YAML (the sampling keys are sampling_keys()).
+std::vector<JobKey> keys_before_sampling() {
+  return {
       {"model", Text{JOB_FIELD(model), TextRule::kRequired},
        "The model: a Hugging Face folder with `config.json`, `*.safetensors` (or `model.safetensors.index.json` and "
        "its shards) and `tokenizer.json`. A relative path is taken from the working directory, else from the job "
@@ -97,41 +90,12 @@ const std::vector<JobKey>& job_keys() {
        "A Jinja file rendering `messages` rows, instead of the `chat_template` of the model's "
        "`tokenizer_config.json`.",
        [](const JobSpec& j) { return !j.chat_template.empty(); }},
+  };
+}
 
-      {"sampling.max_new_tokens", Integer{JOB_FIELD(sampling.max_new_tokens), 0},
-       "Generate: the most tokens a row generates. Every sampling key may also be set per line in the JSONL."},
-      {"sampling.temperature", Number{JOB_FIELD(sampling.temperature), 0.0, false, std::nullopt}, "0 = greedy."},
-      {"sampling.top_k", Integer{JOB_FIELD(sampling.top_k), 0}, "Keep the k most likely tokens; 0 = off."},
-      {"sampling.top_p", Number{JOB_FIELD(sampling.top_p), 0.0, true, 1.0},
-       "Keep the smallest set of most likely tokens whose probability reaches p; 1 = off."},
-      {"sampling.seed", Unsigned{JOB_FIELD(sampling.seed)},
-       "A row's samples depend only on (seed, row, sample, step), never on the layout, the batch or an interruption."},
-      {"sampling.stop", StopStrings{JOB_FIELD(sampling.stop)},
-       "Stop strings: the row finishes with `finish_reason` `stop`; the stop string is not in `/output_text`."},
-      {"sampling.ignore_eos", Flag{JOB_FIELD(sampling.ignore_eos)}, "Keep generating past EOS."},
-      {"sampling.min_p", Number{JOB_FIELD(sampling.min_p), 0.0, false, 1.0},
-       "Keep tokens whose probability at the temperature is at least min_p × the most likely one's (after top_k and "
-       "top_p); 0 = off."},
-      {"sampling.repetition_penalty", Number{JOB_FIELD(sampling.repetition_penalty), 0.0, true, std::nullopt},
-       "Hugging Face's: each distinct token of the prompt and of the output has a positive logit divided by it, a "
-       "negative one multiplied; 1 = off."},
-      {"sampling.presence_penalty", FiniteNumber{JOB_FIELD(sampling.presence_penalty)},
-       "OpenAI's: a logit drops by this if its token occurs among the generated tokens (the prompt does not count)."},
-      {"sampling.frequency_penalty", FiniteNumber{JOB_FIELD(sampling.frequency_penalty)},
-       "OpenAI's: a logit drops by this × its token's count among the generated tokens."},
-      {"sampling.stop_token_ids", TokenIds{JOB_FIELD(sampling.stop_token_ids)},
-       "Generating one of these ids finishes the row with `finish_reason` `stop`; the id stays in `/output_tokens`, "
-       "its text is not in `/output_text`."},
-      {"sampling.min_tokens", Integer{JOB_FIELD(sampling.min_tokens), 0},
-       "EOS and stop_token_ids cannot be picked until this many tokens are generated."},
-      {"sampling.top_logprobs", Integer{JOB_FIELD(sampling.top_logprobs), 0, kMaxTopLogprobs},
-       "Record the k most likely tokens and their logprobs at every generated position (`/top_logprob_tokens`, "
-       "`/top_logprobs`)."},
-      // Emitted only when not the default: files written before the key existed still resume.
-      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples},
-       "Generate: samples per prompt, each its own results row (consecutive, in input order).",
-       [](const JobSpec& j) { return j.sampling.n != 1; }},
-
+// The keys after `sampling:`.
+std::vector<JobKey> keys_after_sampling() {
+  return {
       {"output.path", Text{JOB_FIELD(output.path), TextRule::kNonEmpty},
        "The results file (HDF5), relative to the working directory. It may not be a file the job reads."},
       {"output.if_exists", EnumChoice{{"resume", "overwrite", "fail"}, JOB_ENUM_FIELD(output.if_exists, IfExists)},
@@ -174,11 +138,19 @@ const std::vector<JobKey>& job_keys() {
       {"engine.watchdog_seconds", Number{JOB_FIELD(engine.watchdog_seconds), 0.0, false, std::nullopt},
        "A rank silent (no heartbeat) this long ends the job, naming it; 0 = off."},
   };
-  return keys;
 }
 
-#undef JOB_FIELD
-#undef JOB_ENUM_FIELD
+}  // namespace
+
+const std::vector<JobKey>& job_keys() {
+  static const std::vector<JobKey> keys = [] {
+    std::vector<JobKey> all = keys_before_sampling();
+    for (const SamplingKey& k : sampling_keys()) all.push_back({k.key, k.value, k.doc, k.emitted});
+    for (JobKey& k : keys_after_sampling()) all.push_back(std::move(k));
+    return all;
+  }();
+  return keys;
+}
 
 void KeyErrors::fail(const std::string& key, const std::string& msg) const {
   auto it = override_src_.find(key);
@@ -261,6 +233,15 @@ bool parse_double(const std::string& s, double& v) {
 }
 
 }  // namespace
+
+std::string number_requirement(const Number& r) {
+  std::ostringstream what;
+  if (r.hi)
+    what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
+  else
+    what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
+  return what.str();
+}
 
 std::string value_repr(const YAML::Node& n) {
   if (n.IsSequence()) return "a list";
@@ -352,15 +333,10 @@ class KeyReader {
   }
   void operator()(const Number& r) const {
     if (n_.IsNull()) return;
-    std::ostringstream what;
-    if (r.hi)
-      what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
-    else
-      what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
-    need_scalar(what.str());
+    const std::string what = number_requirement(r);
+    need_scalar(what);
     double v;
-    if (!parse_double(n_.Scalar(), v) || (r.lo_open ? v <= r.lo : v < r.lo) || (r.hi && v > *r.hi))
-      must_be(what.str(), repr(n_));
+    if (!parse_double(n_.Scalar(), v) || !r.allows(v)) must_be(what, repr(n_));
     r.field(job_) = v;
   }
   void operator()(const FiniteNumber& f) const {

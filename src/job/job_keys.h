@@ -5,6 +5,7 @@
 // this one table.
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -60,6 +61,7 @@ struct Number {  // a finite double above lo (or at it unless lo_open), at most 
   double lo;
   bool lo_open;
   std::optional<double> hi;
+  bool allows(double v) const { return std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (!hi || v <= *hi); }
 };
 struct FiniteNumber {  // any finite double (the penalties, which may be negative)
   double& (*field)(JobSpec&);
@@ -78,6 +80,13 @@ using Value = std::variant<Text, OptionalText, EnumChoice, Integer, Unsigned, Nu
                            StopStrings, TokenIds>;
 
 }  // namespace job_key
+
+// A capture-less accessor for one JobSpec field, e.g. JOB_FIELD(engine.threads).
+#define JOB_FIELD(member) [](JobSpec& j) -> auto& { return j.member; }
+// The two accessors of an enum field (EnumChoice): its value as an index into the names, and back.
+#define JOB_ENUM_FIELD(member, Enum)                                 \
+  [](const JobSpec& j) { return static_cast<size_t>(j.member); }, \
+      [](JobSpec& j, size_t i) { j.member = static_cast<Enum>(i); }
 
 struct JobKey {
   const char* key;  // dotted: "model", "engine.threads"
@@ -102,6 +111,9 @@ std::string first_key_of(const std::string& section);  // the leaf, e.g. "tensor
 
 // Known keys for suggestions: the top-level keys, then each section's name followed by its dotted keys.
 std::vector<std::string> known_key_names();
+
+// What a Number must be, as error messages say it: "a number in (0, 1]", "a number >= 0".
+std::string number_requirement(const job_key::Number& r);
 
 // How a value looks in an error message: a number or boolean as written, a string quoted, else
 // "a list", "a mapping", "nothing".

@@ -293,9 +293,9 @@ t jsonl_token_id_negative_record 0 "row 0: error: input line 1: token id -1 out 
   'lines "{\"ids\": [1, -1]}" "{\"ids\": [1, 5]}"; sed -i "s/^  path: in.jsonl/&\n  tokens_field: ids/" job.yaml'
 t jsonl_tokens_not_a_list_fail 3 "input line 1: 'ids' must be a list of token ids" \
   'lines "{\"ids\": \"1 2 3\"}"; sed -i "s/^  path: in.jsonl/&\n  tokens_field: ids\n  on_bad_line: fail/" job.yaml'
-t jsonl_bad_override_temperature_fail 3 "input line 2: 'temperature' must be >= 0" \
+t jsonl_bad_override_temperature_fail 3 "input line 2: 'temperature' must be a number >= 0" \
   'lines "{\"prompt\": \"a\"}" "{\"prompt\": \"b\", \"temperature\": -1}"; sed -i "s/^  path: in.jsonl/&\n  on_bad_line: fail/" job.yaml'
-t jsonl_bad_override_top_p_record 0 "row 1: error: input line 2: 'top_p' must be in \(0, 1\]" \
+t jsonl_bad_override_top_p_record 0 "row 1: error: input line 2: 'top_p' must be a number in \(0, 1\]" \
   'lines "{\"prompt\": \"a\"}" "{\"prompt\": \"b\", \"top_p\": 2}"'
 t jsonl_bad_override_max_new_tokens_fail 3 "input line 1: 'max_new_tokens' must be an integer >= 0" \
   'lines "{\"prompt\": \"a\", \"max_new_tokens\": \"many\"}"; sed -i "s/^  path: in.jsonl/&\n  on_bad_line: fail/" job.yaml'

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "io/input_row.h"
+#include "job/sampling_keys.h"
 
 using namespace tpbatch;
 
@@ -51,7 +52,7 @@ TEST(InputRowKeys, UnknownKeyIgnoredOnlyWhenAsked) {
 TEST(InputRowKeys, EveryKnownKeyAccepted) {
   // id, prompt and each per-line sampling override: nothing unknown.
   std::string line = R"({"id": "a", "prompt": "x")";
-  for (const auto& k : row_sampling_keys()) {
+  for (const auto& k : per_line_sampling_names()) {
     if (k == "stop") line += R"(, "stop": ["s"])";
     else if (k == "ignore_eos") line += R"(, "ignore_eos": true)";
     else if (k == "temperature" || k == "top_p" || k == "min_p") line += ", \"" + k + "\": 0.5";

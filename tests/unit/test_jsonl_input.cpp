@@ -201,9 +201,9 @@ TEST(InputRow, PerLineOverridesApplied) {
 }
 
 TEST(InputRow, PerLineOverridesValidated) {
-  EXPECT_EQ(bad(R"({"prompt": "x", "temperature": -1})", 4), "input line 5: 'temperature' must be >= 0");
-  EXPECT_EQ(bad(R"({"prompt": "x", "temperature": "hot"})", 4), "input line 5: 'temperature' must be a number");
-  EXPECT_EQ(bad(R"({"prompt": "x", "top_p": 0})", 4), "input line 5: 'top_p' must be in (0, 1]");
+  EXPECT_EQ(bad(R"({"prompt": "x", "temperature": -1})", 4), "input line 5: 'temperature' must be a number >= 0");
+  EXPECT_EQ(bad(R"({"prompt": "x", "temperature": "hot"})", 4), "input line 5: 'temperature' must be a number >= 0");
+  EXPECT_EQ(bad(R"({"prompt": "x", "top_p": 0})", 4), "input line 5: 'top_p' must be a number in (0, 1]");
   EXPECT_EQ(bad(R"({"prompt": "x", "top_k": 1.5})", 4), "input line 5: 'top_k' must be an integer >= 0");
   EXPECT_EQ(bad(R"({"prompt": "x", "max_new_tokens": -1})", 4), "input line 5: 'max_new_tokens' must be an integer >= 0");
   EXPECT_EQ(bad(R"({"prompt": "x", "seed": -3})", 4), "input line 5: 'seed' must be a non-negative integer");

@@ -263,7 +263,7 @@ TEST(SamplingOptions, RowKeysParseAndBadValuesNameTheKey) {
   EXPECT_EQ(r.sampling.top_logprobs, 5);
   EXPECT_EQ(bad_row(R"({"prompt": "x", "min_p": 1.5})"), "input line 1: 'min_p' must be a number in [0, 1]");
   EXPECT_EQ(bad_row(R"({"prompt": "x", "repetition_penalty": 0})"),
-            "input line 1: 'repetition_penalty' must be a finite number > 0");
+            "input line 1: 'repetition_penalty' must be a number > 0");
   EXPECT_EQ(bad_row(R"({"prompt": "x", "presence_penalty": "a"})"),
             "input line 1: 'presence_penalty' must be a finite number");
   EXPECT_EQ(bad_row(R"({"prompt": "x", "frequency_penalty": null, "stop_token_ids": [-1]})"),

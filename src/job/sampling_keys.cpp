@@ -1,0 +1,88 @@
+// The table of sampling parameters.
+#include "job/sampling_keys.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tpbatch {
+
+namespace {
+using namespace job_key;
+constexpr const char* kPrefix = "sampling.";
+}  // namespace
+
+std::string SamplingKey::name() const { return key + std::strlen(kPrefix); }
+
+const std::vector<SamplingKey>& sampling_keys() {
+  // An OpenAI body key is the row key's name unless listed otherwise (vLLM's extra sampling keys too).
+  static const std::vector<SamplingKey> keys = {
+      {"sampling.max_new_tokens", Integer{JOB_FIELD(sampling.max_new_tokens), 0},
+       "Generate: the most tokens a row generates. Every sampling key may also be set per line in the JSONL.",
+       true, {"max_tokens", "max_completion_tokens"}},
+      {"sampling.temperature", Number{JOB_FIELD(sampling.temperature), 0.0, false, std::nullopt}, "0 = greedy.",
+       true, {"temperature"}},
+      {"sampling.top_k", Integer{JOB_FIELD(sampling.top_k), 0}, "Keep the k most likely tokens; 0 = off.",
+       true, {"top_k"}},
+      {"sampling.top_p", Number{JOB_FIELD(sampling.top_p), 0.0, true, 1.0},
+       "Keep the smallest set of most likely tokens whose probability reaches p; 1 = off.", true, {"top_p"}},
+      {"sampling.seed", Unsigned{JOB_FIELD(sampling.seed)},
+       "A row's samples depend only on (seed, row, sample, step), never on the layout, the batch or an interruption.",
+       true, {"seed"}},
+      {"sampling.stop", StopStrings{JOB_FIELD(sampling.stop)},
+       "Stop strings: the row finishes with `finish_reason` `stop`; the stop string is not in `/output_text`.",
+       true, {"stop"}},
+      {"sampling.ignore_eos", Flag{JOB_FIELD(sampling.ignore_eos)}, "Keep generating past EOS.", true,
+       {"ignore_eos"}},
+      {"sampling.min_p", Number{JOB_FIELD(sampling.min_p), 0.0, false, 1.0},
+       "Keep tokens whose probability at the temperature is at least min_p × the most likely one's (after top_k and "
+       "top_p); 0 = off.",
+       true, {"min_p"}},
+      {"sampling.repetition_penalty", Number{JOB_FIELD(sampling.repetition_penalty), 0.0, true, std::nullopt},
+       "Hugging Face's: each distinct token of the prompt and of the output has a positive logit divided by it, a "
+       "negative one multiplied; 1 = off.",
+       true, {"repetition_penalty"}},
+      {"sampling.presence_penalty", FiniteNumber{JOB_FIELD(sampling.presence_penalty)},
+       "OpenAI's: a logit drops by this if its token occurs among the generated tokens (the prompt does not count).",
+       true, {"presence_penalty"}},
+      {"sampling.frequency_penalty", FiniteNumber{JOB_FIELD(sampling.frequency_penalty)},
+       "OpenAI's: a logit drops by this × its token's count among the generated tokens.", true,
+       {"frequency_penalty"}},
+      {"sampling.stop_token_ids", TokenIds{JOB_FIELD(sampling.stop_token_ids)},
+       "Generating one of these ids finishes the row with `finish_reason` `stop`; the id stays in `/output_tokens`, "
+       "its text is not in `/output_text`.",
+       true, {"stop_token_ids"}},
+      {"sampling.min_tokens", Integer{JOB_FIELD(sampling.min_tokens), 0},
+       "EOS and stop_token_ids cannot be picked until this many tokens are generated.",
+       true, {"min_tokens"}},
+      {"sampling.top_logprobs", Integer{JOB_FIELD(sampling.top_logprobs), 0, kMaxTopLogprobs},
+       "Record the k most likely tokens and their logprobs at every generated position (`/top_logprob_tokens`, "
+       "`/top_logprobs`).",
+       true, {"logprobs", "top_logprobs"}},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples},
+       "Generate: samples per prompt, each its own results row (consecutive, in input order).", true, {"n"},
+       [](const JobSpec& j) { return j.sampling.n != 1; }},
+  };
+  return keys;
+}
+
+std::vector<std::string> per_line_sampling_names() {
+  std::vector<std::string> out;
+  for (const SamplingKey& k : sampling_keys())
+    if (k.per_line) out.push_back(k.name());
+  return out;
+}
+
+const SamplingKey* sampling_key_of_openai_name(std::string_view body_key) {
+  for (const SamplingKey& k : sampling_keys())
+    if (std::find(k.openai.begin(), k.openai.end(), body_key) != k.openai.end()) return &k;
+  return nullptr;
+}
+
+std::vector<std::string> openai_sampling_names() {
+  std::vector<std::string> out;
+  for (const SamplingKey& k : sampling_keys()) out.insert(out.end(), k.openai.begin(), k.openai.end());
+  return out;
+}
+
+}  // namespace tpbatch
