@@ -10,113 +10,14 @@
 
 #include "common/error.h"
 #include "common/read_text.h"
+#include "model/config_reader.h"
+#include "model/model_family.h"
 
 namespace tpbatch {
 namespace {
 
 using nlohmann::json;
-
-std::string type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-// Reads keys of one JSON object, naming the file in every message.
-struct Reader {
-  const json& obj;
-  std::string file;  // e.g. "models/x/config.json"
-
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw Error(file + ": key '" + key + "': " + why);
-  }
-  bool present(const std::string& key) const { return obj.contains(key) && !obj.at(key).is_null(); }
-
-  int64_t integer(const std::string& key) const {
-    if (!obj.contains(key)) fail(key, "missing");
-    const json& v = obj.at(key);
-    if (!v.is_number_integer()) fail(key, "must be an integer, got " + type_name(v) + " (" + v.dump() + ")");
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      fail(key, "out of range (" + v.dump() + ")");
-    return v.get<int64_t>();
-  }
-  int64_t positive(const std::string& key) const {
-    int64_t x = integer(key);
-    if (x <= 0) fail(key, "must be positive, got " + std::to_string(x));
-    return x;
-  }
-  int64_t positive_or(const std::string& key, int64_t fallback) const {
-    return present(key) ? positive(key) : fallback;
-  }
-  double number(const std::string& key) const {
-    if (!obj.contains(key)) fail(key, "missing");
-    const json& v = obj.at(key);
-    if (!v.is_number()) fail(key, "must be a number, got " + type_name(v) + " (" + v.dump() + ")");
-    double x = v.get<double>();
-    if (!std::isfinite(x)) fail(key, "must be finite");
-    return x;
-  }
-  double positive_number(const std::string& key) const {
-    double x = number(key);
-    if (!(x > 0)) fail(key, "must be positive, got " + obj.at(key).dump());
-    return x;
-  }
-  double positive_number_or(const std::string& key, double fallback) const {
-    return present(key) ? positive_number(key) : fallback;
-  }
-  bool boolean_or(const std::string& key, bool fallback) const {
-    if (!present(key)) return fallback;
-    const json& v = obj.at(key);
-    if (!v.is_boolean()) fail(key, "must be true or false, got " + type_name(v) + " (" + v.dump() + ")");
-    return v.get<bool>();
-  }
-  std::string string_or(const std::string& key, const std::string& fallback) const {
-    if (!present(key)) return fallback;
-    const json& v = obj.at(key);
-    if (!v.is_string()) fail(key, "must be a string, got " + type_name(v) + " (" + v.dump() + ")");
-    return v.get<std::string>();
-  }
-  // A token id (or null/absent = none).
-  int32_t token_id_or(const std::string& key, int32_t fallback) const {
-    if (!present(key)) return fallback;
-    int64_t x = integer(key);
-    if (x < 0 || x > std::numeric_limits<int32_t>::max()) fail(key, "not a valid token id (" + std::to_string(x) + ")");
-    return int32_t(x);
-  }
-  // An int, a list of ints, or null/absent.
-  std::vector<int32_t> token_ids(const std::string& key) const {
-    std::vector<int32_t> out;
-    if (!present(key)) return out;
-    const json& v = obj.at(key);
-    auto one = [&](const json& e) {
-      if (!e.is_number_integer()) fail(key, "must be an integer or a list of integers, got " + v.dump());
-      int64_t x = e.get<int64_t>();
-      if (x < 0 || x > std::numeric_limits<int32_t>::max()) fail(key, "not a valid token id (" + e.dump() + ")");
-      out.push_back(int32_t(x));
-    };
-    if (v.is_array()) {
-      for (const json& e : v) one(e);
-    } else {
-      one(v);
-    }
-    return out;
-  }
-};
-
-json parse_object(const std::string& text, const std::string& file) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and numbers that overflow a double
-    throw Error(file + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw Error(file + ": must hold a JSON object, got " + type_name(j));
-  return j;
-}
+using config_json::parse_object, config_json::Reader, config_json::type_name;
 
 std::string join_path(const std::string& label, const char* file) {
   if (label.empty()) return file;
@@ -196,8 +97,9 @@ double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.
 // only matter in training.
 void parse_mixture_of_experts(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
-  const bool mixtral = a == "MixtralForCausalLM", qwen2_moe = a == "Qwen2MoeForCausalLM";
-  const bool qwen_moe = a == "Qwen3MoeForCausalLM" || qwen2_moe;
+  const MoeRule moe = model_family(a).moe;
+  const bool mixtral = moe == MoeRule::kMixtral, qwen2_moe = moe == MoeRule::kQwen2Moe;
+  const bool qwen_moe = moe == MoeRule::kQwen3Moe || qwen2_moe;
   if (!mixtral && !qwen_moe) return;
   // Shared experts of another shape (DeepSeek's n_shared_experts) are another architecture's; a
   // config that has them would be computed without them.
@@ -249,8 +151,12 @@ void push_unique(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
     if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
 }
 
-bool is_gemma(const std::string& architecture) {
-  return architecture == "GemmaForCausalLM" || architecture == "Gemma2ForCausalLM" || architecture == "Gemma3ForCausalLM";
+// The families whose rows allow mlp_bias, for the refusal of the others.
+std::string mlp_bias_families() {
+  std::string out;
+  for (const ModelFamily& f : model_families())
+    if (f.mlp_bias) out += (out.empty() ? "" : ", ") + std::string(f.architecture);
+  return out;
 }
 
 // The architecture family (architectures[0]), its model_type, and no quantization.
@@ -260,34 +166,11 @@ void parse_architecture(const Reader& r, ModelConfig& c) {
   if (!arch.is_array() || arch.empty() || !arch[0].is_string())
     r.fail("architectures", "must be a non-empty list of strings, got " + arch.dump());
   c.architecture = arch[0].get<std::string>();
-  std::string default_type;
-  const std::string& a = c.architecture;
-  if (a == "LlamaForCausalLM") {
-    default_type = "llama";
-  } else if (a == "MistralForCausalLM") {
-    default_type = "mistral";
-  } else if (a == "Qwen2ForCausalLM") {
-    default_type = "qwen2";
-  } else if (a == "Qwen3ForCausalLM") {
-    default_type = "qwen3";
-  } else if (a == "Phi3ForCausalLM") {
-    default_type = "phi3";
-  } else if (a == "GemmaForCausalLM") {
-    default_type = "gemma";
-  } else if (a == "Gemma2ForCausalLM") {
-    default_type = "gemma2";
-  } else if (a == "Gemma3ForCausalLM") {
-    default_type = "gemma3_text";
-  } else if (a == "MixtralForCausalLM") {
-    default_type = "mixtral";
-  } else if (a == "Qwen3MoeForCausalLM") {
-    default_type = "qwen3_moe";
-  } else if (a == "Qwen2MoeForCausalLM") {
-    default_type = "qwen2_moe";
-  } else {
-    r.fail("architectures", "unsupported architecture '" + a + "' (supported: " + supported_architectures() + ")");
-  }
-  c.model_type = r.string_or("model_type", default_type);
+  const ModelFamily* family = find_model_family(c.architecture);
+  if (!family)
+    r.fail("architectures",
+           "unsupported architecture '" + c.architecture + "' (supported: " + supported_architectures() + ")");
+  c.model_type = r.string_or("model_type", family->model_type);
 
   if (r.obj.contains("quantization_config"))
     r.fail("quantization_config", "quantized checkpoints are not supported (only F32/F16/BF16 weights)");
@@ -332,19 +215,19 @@ void parse_rope(const Reader& r, ModelConfig& c) {
 // The gated MLP's activation and biases, and no partial rotary embeddings.
 void parse_mlp(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
-  const bool gemma = is_gemma(a);
+  const ModelFamily& f = model_family(a);
   // Gemma reads hidden_activation; HF's Gemma configs carry both. Gemma 1's first configs say
   // hidden_act "gelu" and no hidden_activation, which transformers (until its attention refactor)
   // read as gelu_pytorch_tanh, the activation the model was trained with.
-  const char* act_key = gemma && r.present("hidden_activation") ? "hidden_activation" : "hidden_act";
-  if (a == "GemmaForCausalLM" && !r.present("hidden_activation"))
+  const char* act_key = f.gemma_activation_keys && r.present("hidden_activation") ? "hidden_activation" : "hidden_act";
+  if (f.gemma1_gelu && !r.present("hidden_activation"))
     c.hidden_act = "gelu_pytorch_tanh";
   else
-    c.hidden_act = r.string_or(act_key, gemma ? "gelu_pytorch_tanh" : "silu");
+    c.hidden_act = r.string_or(act_key, f.activation);
   if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
     r.fail(act_key, "unsupported activation '" + c.hidden_act + "' (silu, gelu_pytorch_tanh)");
   c.mlp_bias = r.boolean_or("mlp_bias", false);
-  if (c.mlp_bias && a != "LlamaForCausalLM") r.fail("mlp_bias", "MLP biases are supported for LlamaForCausalLM only, not " + a);
+  if (c.mlp_bias && !f.mlp_bias) r.fail("mlp_bias", "MLP biases are supported for " + mlp_bias_families() + " only, not " + a);
   if (r.present("partial_rotary_factor") && r.number("partial_rotary_factor") != 1.0)
     r.fail("partial_rotary_factor", "partial rotary embeddings are not supported (got " +
                                         r.obj.at("partial_rotary_factor").dump() + ")");
@@ -353,34 +236,35 @@ void parse_mlp(const Reader& r, ModelConfig& c) {
 // Tied embeddings, attention biases, fused projections and q/k norms: fixed by the family or read.
 void parse_projections(const Reader& r, ModelConfig& c) {
   const std::string& a = c.architecture;
-  const bool gemma = is_gemma(a);
-  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", gemma);
-  if (a == "Qwen2ForCausalLM" || a == "Qwen2MoeForCausalLM") {
-    // Qwen2 always has q/k/v biases; later Qwen2MoeConfigs can turn them off (qkv_bias).
-    c.attention_bias = a == "Qwen2ForCausalLM" || r.boolean_or("qkv_bias", true);
-  } else if (a == "Phi3ForCausalLM" || gemma) {
-    if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "attention biases are not supported for " + a);
-  } else {
-    c.attention_bias = r.boolean_or("attention_bias", false);
+  const ModelFamily& f = model_family(a);
+  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", f.tied_embeddings);
+  switch (f.attention_bias) {
+    case AttentionBiasRule::kAlways: c.attention_bias = true; break;
+    // Later Qwen2MoeConfigs can turn them off.
+    case AttentionBiasRule::kFromQkvBias: c.attention_bias = r.boolean_or("qkv_bias", true); break;
+    case AttentionBiasRule::kNone:
+      if (r.boolean_or("attention_bias", false)) r.fail("attention_bias", "attention biases are not supported for " + a);
+      break;
+    case AttentionBiasRule::kFromConfig: c.attention_bias = r.boolean_or("attention_bias", false); break;
   }
-  c.fused_projections = a == "Phi3ForCausalLM";
-  c.qk_norm = a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM" || a == "Gemma3ForCausalLM";
+  c.fused_projections = f.fused_projections;
+  c.qk_norm = f.qk_norm;
 }
 
 // Gemma: (1 + weight) norms and scaled embeddings; Gemma 2/3 add sandwich norms, the score scalar
 // and soft caps, Gemma 3 a local rope base. Gemma 1 reads none of those keys (its attention scales
 // by head_dim).
 void parse_gemma_options(const Reader& r, ModelConfig& c) {
-  const std::string& a = c.architecture;
-  if (!is_gemma(a)) return;
+  const ModelFamily& f = model_family(c.architecture);
+  if (!f.gemma_norms) return;
   c.norm_plus_one = true;
   c.embedding_scale = std::sqrt(double(c.hidden_size));
-  if (a == "GemmaForCausalLM") return;
+  if (!f.sandwich_norms) return;
   c.sandwich_norms = true;
   c.query_pre_attn_scalar = r.positive_number_or("query_pre_attn_scalar", double(c.head_dim));
   c.attn_logit_softcap = r.positive_number_or("attn_logit_softcapping", 0.0);
   c.final_logit_softcap = r.positive_number_or("final_logit_softcapping", 0.0);
-  if (a == "Gemma3ForCausalLM") c.rope_local_theta = r.positive_number_or("rope_local_base_freq", 10000.0);
+  if (f.local_rope_base) c.rope_local_theta = r.positive_number_or("rope_local_base_freq", 10000.0);
 }
 
 // The rope scaling's values that depend on the context length, and the context it allows.
@@ -427,15 +311,14 @@ void resolve_rope_scaling(const Reader& r, ModelConfig& c) {
 
 // Sliding-window attention: which layers use which window, per family.
 void parse_sliding_window(const Reader& r, ModelConfig& c) {
-  const std::string& a = c.architecture;
-  const bool gemma = is_gemma(a);
-  if (a == "MistralForCausalLM" || a == "Phi3ForCausalLM" || a == "MixtralForCausalLM") {
+  const WindowRule rule = model_family(c.architecture).window;
+  if (rule == WindowRule::kEveryLayer) {
     if (r.present("sliding_window")) c.sliding_window = r.positive("sliding_window");
-  } else if (gemma && a != "GemmaForCausalLM") {  // Gemma 1 has no windows
+  } else if (rule == WindowRule::kAlternating || rule == WindowRule::kPattern) {
     if (r.present("sliding_window")) {
       c.sliding_window = r.positive("sliding_window");
       // Gemma 2: even layers are local; Gemma 3: all but every sliding_window_pattern-th.
-      const int64_t pattern = a == "Gemma2ForCausalLM" ? 2 : r.positive_or("sliding_window_pattern", 6);
+      const int64_t pattern = rule == WindowRule::kAlternating ? 2 : r.positive_or("sliding_window_pattern", 6);
       for (int64_t i = 0; i < c.num_layers; ++i) c.sliding_layers.push_back((i + 1) % pattern != 0);
       if (r.present("layer_types")) {  // transformers >= 4.53 writes the pattern out
         const json& lt = r.obj.at("layer_types");
@@ -449,8 +332,7 @@ void parse_sliding_window(const Reader& r, ModelConfig& c) {
         }
       }
     }
-  } else if (a == "Qwen2ForCausalLM" || a == "Qwen3ForCausalLM" || a == "Qwen3MoeForCausalLM" ||
-             a == "Qwen2MoeForCausalLM") {
+  } else if (rule == WindowRule::kQwen) {
     if (r.boolean_or("use_sliding_window", false) && r.present("sliding_window")) {
       int64_t window = r.positive("sliding_window");
       // HF Qwen2 uses the window only on layers >= max_window_layers.
@@ -611,12 +493,6 @@ double attention_score_scale(const ModelConfig& config) {
   const double base = config.query_pre_attn_scalar > 0 ? config.query_pre_attn_scalar : double(config.head_dim);
   const double af = rope_attention_factor(config);
   return af * af / std::sqrt(base);
-}
-
-std::string supported_architectures() {
-  return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, "
-         "Qwen2MoeForCausalLM";
 }
 
 }  // namespace tpbatch

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/model_family.h"  // supported_architectures()
+
 namespace tpbatch {
 
 struct RopeScaling {
@@ -90,7 +92,5 @@ int64_t layer_window(const ModelConfig& config, int64_t layer);
 // Softmax scale of the attention scores: query_pre_attn_scalar^-1/2 or head_dim^-1/2, times the
 // rope attention factor squared.
 double attention_score_scale(const ModelConfig& config);
-// "LlamaForCausalLM, ..." for messages.
-std::string supported_architectures();
 
 }  // namespace tpbatch

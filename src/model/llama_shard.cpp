@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "model/model_family.h"
 
 namespace tpbatch {
 namespace {
@@ -62,7 +63,7 @@ class Staging {
 // mlp.shared_expert_gate, a row under the router's.
 void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range held, Range slice, Range shared,
                   Staging& big, Backend& be, LayerShard& L) {
-  const bool mixtral = cfg.architecture == "MixtralForCausalLM";
+  const bool mixtral = model_family(cfg.architecture).moe == MoeRule::kMixtral;
   const std::string block = "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe." : ".mlp.");
   const int64_t H = cfg.hidden_size, E = cfg.num_experts, I = cfg.expert_intermediate_size;
   const int64_t e0 = slice.begin, ne = slice.size();

@@ -1,5 +1,6 @@
 #include "model/shard_bytes.h"
 
+#include "model/model_family.h"
 #include "topology/layout.h"
 
 namespace tpbatch {
@@ -49,7 +50,7 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
   if (cfg.qk_norm) per_layer_f32 += 2 * hd;        // per-head q/k norms (Qwen3, Gemma 3)
   if (cfg.attention_bias) {
     per_layer_f32 += q + 2 * kv;
-    if (cfg.architecture == "LlamaForCausalLM") e.o_proj_bias = layers * H;
+    if (model_family(cfg.architecture).o_proj_bias) e.o_proj_bias = layers * H;
   }
   if (cfg.mlp_bias) per_layer_f32 += 2 * inter + H;  // gate/up slices, the whole down bias
   e.norms_biases = layers * per_layer_f32;
