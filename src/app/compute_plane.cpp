@@ -80,8 +80,4 @@ ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo) {
   return plane;
 }
 
-DType kv_cache_dtype(const JobSpec& job, const Backend& backend) {
-  return dtype_of(job.engine.kv_cache_dtype).value_or(backend.default_kv_dtype());
-}
-
 }  // namespace tpbatch

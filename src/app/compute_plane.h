@@ -32,7 +32,4 @@ struct ComputePlane {
 // asks for what cannot be had (device: cuda without a GPU on every rank).
 ComputePlane make_compute_plane(const JobSpec& job, const Topology& topo);
 
-// The KV cache dtype for engine.kv_cache_dtype on this backend.
-DType kv_cache_dtype(const JobSpec& job, const Backend& backend);
-
 }  // namespace tpbatch

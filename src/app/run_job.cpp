@@ -29,6 +29,7 @@
 #include "job/job_spec.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
+#include "model/run_dtypes.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
@@ -226,12 +227,13 @@ int load_shard(RankJob& r) {
   Backend& backend = *r.plane->backend;
   return collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
-    const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
+    const RunDtypes dtypes = run_dtypes(
+        job, [&] { return weights.tensor("model.embed_tokens.weight").dtype; }, r.plane->device >= 0);
     const ShardPlacement place = shard_placement(cfg, topo.layout, topo.coords.pp, topo.coords.tp, job.parallel.experts);
-    LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
+    LlamaShard shard = load_llama_shard(cfg, weights, place, backend, dtypes.weights);
     weights.drop_page_cache();
     KvLayout kv;
-    kv.dtype = kv_cache_dtype(job, backend);
+    kv.dtype = dtypes.kv_cache;
     kv.block_size = job.engine.block_size;
     kv.num_blocks = kv_blocks(job, cfg, topo, backend, kv.dtype, r.plane->device < 0, topo.is_replica_leader());
     r.runner.emplace(std::move(shard), backend, *r.plane->tp, kv);

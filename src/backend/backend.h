@@ -87,9 +87,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  virtual DType activation_dtype() const = 0;
-  // KV cache dtype when the job says `auto`.
-  virtual DType default_kv_dtype() const = 0;
+  virtual DType activation_dtype() const = 0;  // model/run_dtypes.h's rule states it for `plan`
 
   // ---- memory -------------------------------------------------------------------------------
   // `count` elements of `dtype`, zero-filled. Throws Error when the memory is not there.

@@ -106,18 +106,6 @@ void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, R
 
 }  // namespace
 
-std::optional<DType> dtype_of(DTypeChoice choice) {
-  switch (choice) {
-    case DTypeChoice::kFloat32: return DType::F32;
-    case DTypeChoice::kBFloat16: return DType::BF16;
-    case DTypeChoice::kFloat16: return DType::F16;
-    case DTypeChoice::kAuto: break;
-  }
-  return std::nullopt;
-}
-
-DType weight_dtype_for(DTypeChoice job_dtype, DType storage) { return dtype_of(job_dtype).value_or(storage); }
-
 size_t LlamaShard::weight_bytes() const {
   size_t n = embedding.bytes() + lm_head.bytes() + final_norm.bytes();
   n += inv_freq.bytes() + inv_freq_local.bytes();

@@ -71,12 +71,6 @@ struct LlamaShard {
   size_t weight_bytes() const;
 };
 
-// The dtype a job's choice names (dtype, engine.kv_cache_dtype); none for auto.
-std::optional<DType> dtype_of(DTypeChoice choice);
-// The dtype the weights are kept in: the job's dtype applied to the checkpoint's storage dtype
-// (auto keeps it).
-DType weight_dtype_for(DTypeChoice job_dtype, DType storage);
-
 // Validates every tensor's shape against the config (naming the tensor on mismatch) and uploads
 // this rank's slices to the backend, once, straight from the memory-mapped checkpoint.
 LlamaShard load_llama_shard(const ModelConfig& config, const WeightStore& weights, const ShardPlacement& placement,

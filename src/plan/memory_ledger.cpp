@@ -30,10 +30,6 @@ DType dtype_of_name(const std::string& name, const std::string& key) {
   throw JobError(key + ": unsupported dtype '" + name + "' (float32, bfloat16 or float16)");
 }
 
-DType kv_cache_dtype_for(DTypeChoice kv_cache_dtype, const std::string& device) {
-  return dtype_of(kv_cache_dtype).value_or(device == "cuda" ? DType::BF16 : DType::F32);
-}
-
 bool tensor_group_fits_node(int world_size, int tensor, int ranks_per_node) {
   if (ranks_per_node <= 0 || tensor <= 0) return false;
   for (int leader = 0; leader < world_size; leader += tensor) {

@@ -119,9 +119,6 @@ struct Plan {
 
 // The dtype a name spells ("float32", "bfloat16", "float16"). Throws JobError naming `key` otherwise.
 DType dtype_of_name(const std::string& name, const std::string& key);
-// The KV cache dtype of engine.kv_cache_dtype on a device ("cpu" | "cuda"): auto is float32 on the
-// CPU backend and bfloat16 on CUDA (the backends' default_kv_dtype()).
-DType kv_cache_dtype_for(DTypeChoice kv_cache_dtype, const std::string& device);
 
 // True when tensor-parallel groups of `tensor` consecutive ranks stay within nodes of
 // `ranks_per_node` consecutive ranks (as topology.cpp assigns nodes when ranks_per_node is set).

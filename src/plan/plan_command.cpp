@@ -14,6 +14,7 @@
 #include "common/mem_available.h"
 #include "job/job_spec.h"
 #include "model/llama_shard.h"
+#include "model/run_dtypes.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
 #include "plan/hardware_presets.h"
@@ -47,14 +48,18 @@ std::string plan_device(const PlanOptions& o, const JobSpec& job, const Hardware
   return o.device_memory_gib > 0 ? "cuda" : "cpu";
 }
 
-// The weight dtype the run keeps: the job's dtype, and for `auto` the checkpoint's storage dtype (as
-// run_job reads it, from the embedding) when the weights are there, else config.json's torch_dtype.
-DType plan_weight_dtype(const JobSpec& job, const ModelConfig& cfg) {
-  if (const auto chosen = dtype_of(job.dtype)) return *chosen;
+// The checkpoint's storage dtype as run_job reads it (from the embedding) when the weights are
+// there, else config.json's torch_dtype.
+DType checkpoint_dtype(const JobSpec& job, const ModelConfig& cfg) {
   const std::filesystem::path dir(job.model);
   if (std::filesystem::exists(dir / "model.safetensors") || std::filesystem::exists(dir / "model.safetensors.index.json"))
     return WeightStore::open(dir).tensor("model.embed_tokens.weight").dtype;
   return dtype_of_name(cfg.torch_dtype, "config.json torch_dtype");
+}
+
+// The dtypes the run keeps on `device` ("cpu" | "cuda").
+RunDtypes plan_dtypes(const JobSpec& job, const ModelConfig& cfg, const std::string& device) {
+  return run_dtypes(job, [&] { return checkpoint_dtype(job, cfg); }, device == "cuda");
 }
 
 // Job-level dtype names as the JSON and the text print them.
@@ -281,8 +286,9 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     req.memory = o.speed.memory_gbs <= 0;
     req.gemm = o.speed.gemm_tflops <= 0;
     req.threads = static_cast<int>(job.engine.threads);
-    req.weight = plan_weight_dtype(job, cfg);
-    req.kv = kv_cache_dtype_for(job.engine.kv_cache_dtype, "cpu");
+    const RunDtypes dtypes = plan_dtypes(job, cfg, "cpu");  // calibration measures this machine's CPU
+    req.weight = dtypes.weights;
+    req.kv = dtypes.kv_cache;
     req.new_tokens = o.speed.new_tokens > 0 ? o.speed.new_tokens : std::max<int64_t>(1, job.sampling.max_new_tokens);
     const int64_t row_tokens = o.row_tokens > 0 ? o.row_tokens
                                                 : std::min<int64_t>(cfg.max_position_embeddings,
@@ -308,9 +314,10 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   if (device == "cuda" && device_memory_gib <= 0)
     throw JobError("planning for device cuda needs --device-memory GiB (the memory of one GPU) or --preset " +
                    hardware_preset_names("|"));
-  in.weight_dtype = plan_weight_dtype(job, cfg);
-  in.kv_dtype = kv_cache_dtype_for(job.engine.kv_cache_dtype, device);
-  in.activation_dtype = device == "cuda" ? DType::BF16 : DType::F32;
+  const RunDtypes dtypes = plan_dtypes(job, cfg, device);
+  in.weight_dtype = dtypes.weights;
+  in.kv_dtype = dtypes.kv_cache;
+  in.activation_dtype = dtypes.activations;
   in.accelerator = device == "cuda";
   if (device_memory_gib > 0) {
     in.device_memory_bytes = static_cast<int64_t>(std::llround(device_memory_gib * kGiB));

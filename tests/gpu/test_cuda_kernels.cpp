@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "kernels.h"
+#include "model/run_dtypes.h"
 
 namespace tpbatch {
 namespace {
@@ -129,7 +130,7 @@ class CudaVsCpu : public ::testing::Test {
 
 TEST_F(CudaVsCpu, BackendBasics) {
   EXPECT_EQ(gpu_->activation_dtype(), DType::BF16);
-  EXPECT_EQ(gpu_->default_kv_dtype(), DType::BF16);
+  EXPECT_EQ(run_dtypes(JobSpec{}, [] { return DType::F32; }, true).activations, gpu_->activation_dtype());
   EXPECT_GT(gpu_->memory_available(), size_t(1) << 20);
   Buffer z = gpu_->alloc(1000, DType::F32);
   for (float v : get(*gpu_, z)) ASSERT_EQ(v, 0.0f);  // zero-filled

@@ -157,16 +157,11 @@ TEST(PlanLedger, TensorGroupsMustStayWithinANode) {
   EXPECT_FALSE(tensor_group_fits_node(16, 16, 8));
 }
 
-TEST(PlanLedger, DtypeNamesAndTheKvCacheRule) {
+TEST(PlanLedger, DtypeNames) {
   EXPECT_EQ(dtype_of_name("bfloat16", "dtype"), DType::BF16);
   EXPECT_EQ(dtype_of_name("float32", "dtype"), DType::F32);
   EXPECT_EQ(dtype_of_name("float16", "dtype"), DType::F16);
   EXPECT_THROW(dtype_of_name("int8", "dtype"), Error);
-  // engine.kv_cache_dtype auto: what the backend keeps (float32 on the CPU, bfloat16 on CUDA).
-  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kAuto, "cpu"), DType::F32);
-  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kAuto, "cuda"), DType::BF16);
-  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kBFloat16, "cpu"), DType::BF16);
-  EXPECT_EQ(kv_cache_dtype_for(DTypeChoice::kFloat32, "cuda"), DType::F32);
 }
 
 TEST(PlanLedger, SixteenBitWeightsKeepNormsInFloat32) {

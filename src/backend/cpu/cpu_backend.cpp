@@ -34,7 +34,6 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return mem_.checked() ? "cpu (checked)" : "cpu"; }
   DType activation_dtype() const override { return DType::F32; }
-  DType default_kv_dtype() const override { return DType::F32; }
 
   Buffer alloc(size_t count, DType dtype) override {
     return Buffer(this, mem_.allocate(count * dtype_size(dtype)), count, dtype);

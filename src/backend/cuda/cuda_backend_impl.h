@@ -36,7 +36,6 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   DType activation_dtype() const override { return DType::BF16; }
-  DType default_kv_dtype() const override { return DType::BF16; }
 
   Buffer alloc(size_t count, DType dtype) override;
   void upload(BufferView dst, const void* src, size_t bytes) override;
