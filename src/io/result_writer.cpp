@@ -116,9 +116,9 @@ class CommittingResultWriter final : public ResultWriter {
     htri_t is = H5Fis_hdf5(paths_.file.c_str());
     H5Eclear2(H5E_DEFAULT);
     if (is <= 0) refuse("it is not an HDF5 file");
-    std::optional<ResultsFile> committed;
+    std::optional<ResultsReader> committed;
     try {
-      committed.emplace(ResultsFile::open(paths_.file, name(), false));
+      committed.emplace(ResultsReader::open(paths_.file, name()));
     } catch (const Error& e) {
       refuse(e.what());
     }
@@ -222,10 +222,10 @@ class CommittingResultWriter final : public ResultWriter {
   // The partial file a run writes: a byte copy of the committed results file, this run's attributes.
   void begin_partial_copy() {
     copy_file(paths_.file, paths_.partial, name());
-    work_.emplace(ResultsFile::open(paths_.partial, name(), true));
+    work_.emplace(ResultsFile::open(paths_.partial, name()));
     if (const std::string why = work_->resume_refusal(info_); !why.empty())
       throw Error("results file '" + name() + "': its copy '" + paths_.partial + "' cannot be written: " + why);
-    if (work_->job_id().empty()) work_->set_job_id(new_random_id());  // a file older than job ids gets one
+    work_->bring_to_current_format();
     start_run_attrs();
   }
 
@@ -237,7 +237,7 @@ class CommittingResultWriter final : public ResultWriter {
 
   // A file an older tpbatch wrote in place and did not close: its verified done rows are copied into
   // a fresh file, so that nothing written from now on shares HDF5 structures with a half-updated state.
-  void rebuild_from(ResultsFile& old) {
+  void rebuild_from(ResultsReader& old) {
     work_.emplace(ResultsFile::create(paths_.partial, name(), info_));
     if (const std::string id = old.job_id(); !id.empty()) work_->set_job_id(id);  // the same job
     work_->add_metric_totals_from(old);

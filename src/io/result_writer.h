@@ -21,7 +21,6 @@
 // fails instead of replacing the first one's file; readers need no lock.
 #include <cstdint>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -56,9 +55,5 @@ std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples
 
 // A fresh identifier for a committed results file: a journal extends exactly the commit it names.
 std::string new_commit_id();
-
-// `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout. Read-only, without
-// a lock: on a running or stopped job's file it counts the rows of its journal too.
-void inspect_results(const std::string& path, std::ostream& out);
 
 }  // namespace tpbatch
