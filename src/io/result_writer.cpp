@@ -22,8 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kBufferRows = 1024;
-constexpr double kFlushSeconds = 5.0;
+constexpr size_t kBufferRows = 1024;  // rows in memory at a time when a file is rebuilt or a journal replayed
 
 // ---- strings -----------------------------------------------------------------------------------------
 
@@ -58,8 +57,8 @@ namespace {
 
 class CommittingResultWriter final : public ResultWriter {
  public:
-  CommittingResultWriter(OutputPaths paths, const RunInfo& info, OutputLock lock)
-      : lock_(std::move(lock)), paths_(std::move(paths)), info_(info) {}
+  CommittingResultWriter(OutputPaths paths, const RunInfo& info, OutputLock lock, FlushPolicy flush)
+      : lock_(std::move(lock)), paths_(std::move(paths)), info_(info), flush_policy_(flush) {}
 
   ~CommittingResultWriter() override {
     if (finished_) return;
@@ -158,8 +157,8 @@ class CommittingResultWriter final : public ResultWriter {
     sanitize_utf8(row.error);
     int64_t idx = row.index;
     buffer_[idx] = std::move(row);
-    if (buffer_.size() >= kBufferRows ||
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush_).count() >= kFlushSeconds)
+    if (static_cast<int64_t>(buffer_.size()) >= flush_policy_.rows ||
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush_).count() >= flush_policy_.seconds)
       flush();
   }
 
@@ -297,6 +296,7 @@ class CommittingResultWriter final : public ResultWriter {
   OutputLock lock_;  // first: released after everything else is closed
   OutputPaths paths_;
   RunInfo info_;
+  FlushPolicy flush_policy_;
   RowJournal journal_;
   std::optional<ResultsFile> work_;  // the partial file
   std::vector<uint8_t> done_;
@@ -323,8 +323,8 @@ std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples
          (missing == 1 ? " " : "s ") + list + (missing > 10 ? ", ..." : "");
 }
 
-std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExists if_exists,
-                                                 const RunInfo& info) {
+std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExists if_exists, const RunInfo& info,
+                                                 FlushPolicy flush) {
   h5::quiet_hdf5();
   if (info.num_rows < 0) throw Error("results file '" + path + "': negative num_rows");
   const OutputPaths paths = output_paths(path);
@@ -336,7 +336,7 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExis
   if (!parent.empty()) fs::create_directories(parent, ec);
   // Locked before anything touches the output: a job running on it keeps its rows.
   OutputLock lock = OutputLock::acquire(paths.journal, path);
-  auto w = std::make_unique<CommittingResultWriter>(paths, info, std::move(lock));
+  auto w = std::make_unique<CommittingResultWriter>(paths, info, std::move(lock), flush);
   // An empty file holds no rows to keep: what a job killed while creating it left behind, in
   // tpbatch versions that created the file in place.
   const bool has_content = exists && fs::file_size(paths.file, ec) > 0;
