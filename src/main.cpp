@@ -24,7 +24,7 @@
 #include "common/version.h"
 #include "job/shard.h"
 #include "io/merge_results.h"
-#include "io/result_writer.h"
+#include "io/inspect_results.h"
 #include "job/job_keys_markdown.h"
 #include "plan/hardware_presets.h"
 #include "plan/plan_command.h"

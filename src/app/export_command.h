@@ -7,7 +7,7 @@
 //     first of: where the job read it (root attribute input_path), the job's input.path, where it
 //     lay relative to the job's output.path (a moved job folder), its name beside the results file
 //     -- that holds the file the rows were computed from (input_fingerprint); stderr says which.
-//     Ids are batch_req_<job_id>-<line> (results_file.h read_job_id). Rows that failed get
+//     Ids are batch_req_<job_id>-<line> (results_reader.h job_id). Rows that failed get
 //     status_code 400 and an error body, rows the job has not finished "response": null, an error
 //     and their input line's custom_id. Logprob tokens are their text and UTF-8 bytes, decoded with
 //     the model folder's tokenizer (token_id:<id> without it, said once on stderr).

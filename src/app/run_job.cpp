@@ -186,7 +186,7 @@ int open_results(RankJob& r) {
     info.shard = job.shard;
     info.shard_lines = input.shard_lines;
     info.shard_rows = input.shard_rows;
-    r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info);
+    r.writer = ResultWriter::open(job.output.path, job.output.if_exists, info, FlushPolicy{job.output.flush_rows});
     r.info = info;
     if (job.shard.sharded())
       std::fprintf(stderr, "[tpbatch] %s of %lld input lines; results in %s\n", describe_shard(info).c_str(),

@@ -13,8 +13,6 @@
 namespace tpbatch {
 namespace {
 
-double now_seconds() { return MPI_Wtime(); }
-
 // WORK message: [u8 exhausted][u32 count] then per line [i64 index][i64 first_row][u32 samples]
 // [i32 sample]... [u32 length][bytes].
 std::string encode_work(const std::vector<WorkItem>& items, bool exhausted) {
@@ -171,8 +169,7 @@ RowDispatcher::RowDispatcher(const std::string& input_path, const JobSpec& job, 
       progress_(progress),
       control_(control),
       remote_replicas_(remote_replicas),
-      end_line_(lines),
-      last_flush_(now_seconds()) {}
+      end_line_(lines) {}
 
 // The job's lines are the `lines_` counted when it started; its rows the done_.size() results rows
 // they make (each line samples_of_line() rows, consecutive: the results file's num_rows).
@@ -299,15 +296,9 @@ void RowDispatcher::record(const RowResult& row) {
     log_warning("%s", row.warning.c_str());
   }
   progress_.row_done(row, row.ttft_seconds, row.tpot_seconds);
-  writer_.write(row);
-  const double t = now_seconds();
+  writer_.write(row);  // flushed as the writer's FlushPolicy says
   const bool test_stop = test_stops_after_rows(++recorded_);
-  // A crash loses at most a second or output.flush_rows rows.
-  if (t - last_flush_ > 1.0 || ++unflushed_ >= job_.output.flush_rows || test_stop) {
-    writer_.flush();
-    last_flush_ = t;
-    unflushed_ = 0;
-  }
+  if (test_stop) writer_.flush();
   progress_.maybe_print();
   if (test_stop)
     stop_self_for_test("rank 0 stops itself (SIGSTOP) after recording and flushing " + std::to_string(recorded_) +

@@ -79,8 +79,6 @@ class RowDispatcher {
   std::map<int, int64_t> handed_;    // rank -> lines handed to its replica
   std::set<int> heard_;              // remote leaders that have asked for rows or ended
   bool warned_[kNumRowWarnings] = {};
-  double last_flush_ = 0;
-  int64_t unflushed_ = 0;
   int64_t recorded_ = 0;             // rows recorded by this run
 };
 

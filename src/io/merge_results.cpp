@@ -24,7 +24,7 @@ constexpr int64_t kChunkRows = 1024;  // rows in memory at a time
 // caches (a MiB per dataset), so memory would grow with the number of parts.
 struct Part {
   std::string path;
-  std::optional<ResultsFile> file;
+  std::optional<ResultsReader> file;
   RunInfo info;
 };
 
@@ -32,7 +32,7 @@ struct Part {
 std::string open_datasets(Part& p, const RunInfo& job) {
   RunInfo want = job;
   want.shard = p.info.shard;  // the part's own: what differs between parts
-  if (!p.file) p.file.emplace(ResultsFile::open(p.path, p.path, false));
+  if (!p.file) p.file.emplace(ResultsReader::open(p.path, p.path));
   return p.file->resume_refusal(want);
 }
 
@@ -49,10 +49,12 @@ Part open_part(const std::string& path) {
   Part p;
   p.path = path;
   try {
-    p.file.emplace(ResultsFile::open(path, path, false));
+    p.file.emplace(ResultsReader::open(path, path));
   } catch (const Error& e) {
     throw JobError(std::string("merge: ") + e.what());
   }
+  if (const std::string why = p.file->format_refusal(); !why.empty())
+    throw JobError("merge: part " + in_quotes(path) + " cannot be read: " + why);
   p.info = p.file->run_info();
   p.file.reset();
   if (!p.info.shard.sharded())

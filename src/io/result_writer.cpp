@@ -22,8 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kBufferRows = 1024;
-constexpr double kFlushSeconds = 5.0;
+constexpr size_t kBufferRows = 1024;  // rows in memory at a time when a file is rebuilt or a journal replayed
 
 // ---- strings -----------------------------------------------------------------------------------------
 
@@ -58,8 +57,8 @@ namespace {
 
 class CommittingResultWriter final : public ResultWriter {
  public:
-  CommittingResultWriter(OutputPaths paths, const RunInfo& info, OutputLock lock)
-      : lock_(std::move(lock)), paths_(std::move(paths)), info_(info) {}
+  CommittingResultWriter(OutputPaths paths, const RunInfo& info, OutputLock lock, FlushPolicy flush)
+      : lock_(std::move(lock)), paths_(std::move(paths)), info_(info), flush_policy_(flush) {}
 
   ~CommittingResultWriter() override {
     if (finished_) return;
@@ -116,9 +115,9 @@ class CommittingResultWriter final : public ResultWriter {
     htri_t is = H5Fis_hdf5(paths_.file.c_str());
     H5Eclear2(H5E_DEFAULT);
     if (is <= 0) refuse("it is not an HDF5 file");
-    std::optional<ResultsFile> committed;
+    std::optional<ResultsReader> committed;
     try {
-      committed.emplace(ResultsFile::open(paths_.file, name(), false));
+      committed.emplace(ResultsReader::open(paths_.file, name()));
     } catch (const Error& e) {
       refuse(e.what());
     }
@@ -157,8 +156,8 @@ class CommittingResultWriter final : public ResultWriter {
     sanitize_utf8(row.error);
     int64_t idx = row.index;
     buffer_[idx] = std::move(row);
-    if (buffer_.size() >= kBufferRows ||
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush_).count() >= kFlushSeconds)
+    if (static_cast<int64_t>(buffer_.size()) >= flush_policy_.rows ||
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush_).count() >= flush_policy_.seconds)
       flush();
   }
 
@@ -221,10 +220,10 @@ class CommittingResultWriter final : public ResultWriter {
   // The partial file a run writes: a byte copy of the committed results file, this run's attributes.
   void begin_partial_copy() {
     copy_file(paths_.file, paths_.partial, name());
-    work_.emplace(ResultsFile::open(paths_.partial, name(), true));
+    work_.emplace(ResultsFile::open(paths_.partial, name()));
     if (const std::string why = work_->resume_refusal(info_); !why.empty())
       throw Error("results file '" + name() + "': its copy '" + paths_.partial + "' cannot be written: " + why);
-    if (work_->job_id().empty()) work_->set_job_id(new_random_id());  // a file older than job ids gets one
+    work_->bring_to_current_format();
     start_run_attrs();
   }
 
@@ -236,7 +235,7 @@ class CommittingResultWriter final : public ResultWriter {
 
   // A file an older tpbatch wrote in place and did not close: its verified done rows are copied into
   // a fresh file, so that nothing written from now on shares HDF5 structures with a half-updated state.
-  void rebuild_from(ResultsFile& old) {
+  void rebuild_from(ResultsReader& old) {
     work_.emplace(ResultsFile::create(paths_.partial, name(), info_));
     if (const std::string id = old.job_id(); !id.empty()) work_->set_job_id(id);  // the same job
     work_->add_metric_totals_from(old);
@@ -296,6 +295,7 @@ class CommittingResultWriter final : public ResultWriter {
   OutputLock lock_;  // first: released after everything else is closed
   OutputPaths paths_;
   RunInfo info_;
+  FlushPolicy flush_policy_;
   RowJournal journal_;
   std::optional<ResultsFile> work_;  // the partial file
   std::vector<uint8_t> done_;
@@ -322,8 +322,8 @@ std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples
          (missing == 1 ? " " : "s ") + list + (missing > 10 ? ", ..." : "");
 }
 
-std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExists if_exists,
-                                                 const RunInfo& info) {
+std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExists if_exists, const RunInfo& info,
+                                                 FlushPolicy flush) {
   h5::quiet_hdf5();
   if (info.num_rows < 0) throw Error("results file '" + path + "': negative num_rows");
   const OutputPaths paths = output_paths(path);
@@ -335,7 +335,7 @@ std::unique_ptr<ResultWriter> ResultWriter::open(const std::string& path, IfExis
   if (!parent.empty()) fs::create_directories(parent, ec);
   // Locked before anything touches the output: a job running on it keeps its rows.
   OutputLock lock = OutputLock::acquire(paths.journal, path);
-  auto w = std::make_unique<CommittingResultWriter>(paths, info, std::move(lock));
+  auto w = std::make_unique<CommittingResultWriter>(paths, info, std::move(lock), flush);
   // An empty file holds no rows to keep: what a job killed while creating it left behind, in
   // tpbatch versions that created the file in place.
   const bool has_content = exists && fs::file_size(paths.file, ec) > 0;

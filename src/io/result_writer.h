@@ -21,15 +21,21 @@
 // fails instead of replacing the first one's file; readers need no lock.
 #include <cstdint>
 #include <memory>
-#include <ostream>
 #include <string>
 #include <vector>
 
 #include "io/row_result.h"
 #include "io/run_info.h"
-#include "job/job_spec.h"  // IfExists
+#include "job/job_spec.h"  // IfExists, OutputSpec
 
 namespace tpbatch {
+
+// When the writer records its buffered rows durably (flush): once `rows` rows are buffered, or at
+// the first row written `seconds` or more after the last flush. A crash loses at most those.
+struct FlushPolicy {
+  int64_t rows = OutputSpec{}.flush_rows;  // output.flush_rows
+  double seconds = 1.0;
+};
 
 class ResultWriter {
  public:
@@ -39,13 +45,14 @@ class ResultWriter {
   // Error(exit 2) if its job_yaml/model/task/num_rows or input/model fingerprints differ from info's,
   // unless absent; done rows that do not read back are reported as not done. An empty file at the
   // path is taken as absent. Any mode throws JobError (exit 2), before touching the output, when
-  // another job holds its lock.
-  static std::unique_ptr<ResultWriter> open(const std::string& path, IfExists if_exists, const RunInfo& info);
+  // another job holds its lock. Rows written are flushed as `flush` says.
+  static std::unique_ptr<ResultWriter> open(const std::string& path, IfExists if_exists, const RunInfo& info,
+                                            FlushPolicy flush = {});
   virtual ~ResultWriter() = default;
 
   virtual const std::vector<uint8_t>& done_rows() const = 0;  // size num_rows
-  virtual void write(RowResult row) = 0;      // buffered
-  virtual void flush() = 0;                   // records buffered rows durably: from then on they are done
+  virtual void write(RowResult row) = 0;      // buffered; flushes as the FlushPolicy says
+  virtual void flush() = 0;                   // records buffered rows durably now: from then on they are done
   virtual void finish(const RunMetrics& metrics) = 0;  // flush, metrics, `complete`, commit
 };
 
@@ -56,9 +63,5 @@ std::string describe_missing_rows(const std::vector<uint8_t>& done, bool samples
 
 // A fresh identifier for a committed results file: a journal extends exactly the commit it names.
 std::string new_commit_id();
-
-// `tpbatch inspect`: rows done/total, errors, token counts, throughput, layout. Read-only, without
-// a lock: on a running or stopped job's file it counts the rows of its journal too.
-void inspect_results(const std::string& path, std::ostream& out);
 
 }  // namespace tpbatch

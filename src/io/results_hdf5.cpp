@@ -1,4 +1,4 @@
-// HDF5 plumbing shared by the results writer, the resume check and inspect.
+// HDF5 plumbing shared by the results file's reader and writer.
 #include "io/results_hdf5.h"
 
 #include <cstring>

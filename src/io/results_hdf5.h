@@ -1,6 +1,7 @@
 #pragma once
-// HDF5 plumbing shared by the results writer, the resume check and `tpbatch inspect`: RAII handles,
-// errors that name the file, attributes, and the results file's datasets (docs/results-file.md).
+// HDF5 plumbing shared by the results file's reader and writer (results_reader.h, results_file.h):
+// RAII handles, errors that name the file, attributes, and the results file's datasets
+// (docs/results-file.md).
 #include <hdf5.h>
 
 #include <array>
@@ -71,8 +72,8 @@ inline constexpr std::array<const char*, kNumDs> kDsNames = {"id",           "do
                                                       "output_text",  "output_logprobs", "logprob_sum", "is_greedy",
                                                       "finish_reason", "error",    "top_logprob_tokens", "top_logprobs"};
 
-// Datasets a results file written before they existed lacks (a file of format_version 1 all the
-// same): resume creates them, readers take their rows as empty.
+// Datasets a results file of format_version 1 may lack (results_reader.cpp): readers take their
+// rows as empty, resume creates them.
 inline bool added_later(int d) { return d == kTopIds || d == kTopLogprobs; }
 
 hid_t file_type(const Types& t, int d);

@@ -25,7 +25,7 @@ struct RunInfo {              // root attributes
   std::string input_path{};        // resume accepts an input that grew by appended lines (input_grew_from);
                                    // root attribute `input_path` (absolute): where export finds the input
   std::string chat_template_fingerprint{};  // the job's chat_template file, if any: resume refuses an edited one
-  std::string job_id{};            // for a new file: its job_id (results_file.h); "" = a fresh random one
+  std::string job_id{};            // for a new file: its job_id (results_reader.h); "" = a fresh random one
   // A shard's file (input.shard) has every row of the job, at its index, but computes only the
   // rows of its lines: attributes shard_index, shard_count, shard_first_line, shard_end_line,
   // shard_first_row, shard_end_row (ranges [first, end), 0-based). Resume refuses another shard.
@@ -36,7 +36,7 @@ struct RunInfo {              // root attributes
   IndexRange rows_wanted() const { return shard.sharded() ? shard_rows : IndexRange{0, num_rows}; }
 };
 
-// "shard 3 of 16 (input lines 301 to 400)", or "the whole job (no shard)", for messages (results_file.cpp).
+// "shard 3 of 16 (input lines 301 to 400)", or "the whole job (no shard)", for messages (results_reader.cpp).
 std::string describe_shard(const RunInfo& info);
 
 struct RunMetrics {           // this run's figures; /metrics holds totals over all runs of the file

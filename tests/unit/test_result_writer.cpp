@@ -17,7 +17,9 @@
 
 #include "common/error.h"
 #include "common/version.h"
+#include "io/inspect_results.h"
 #include "io/result_writer.h"
+#include "io/results_reader.h"
 #include "reliability/model_fingerprint.h"
 
 namespace fs = std::filesystem;
@@ -255,7 +257,7 @@ TEST_F(ResultWriterTest, RoundTripRowsWrittenOutOfOrder) {
     EXPECT_EQ(greedy[i], e.is_greedy);
     EXPECT_EQ(done[i], 1);
   }
-  EXPECT_EQ(int_attr(f.id, "format_version"), 1);
+  EXPECT_EQ(int_attr(f.id, "format_version"), kResultsFormatVersion);
   EXPECT_EQ(str_attr(f.id, "tpbatch_version"), version());
   EXPECT_EQ(str_attr(f.id, "model"), "models/tiny");
   EXPECT_EQ(str_attr(f.id, "task"), "generate");
