@@ -6,7 +6,7 @@
 
 #include "backend/backend.h"
 #include "job/job_spec.h"
-#include "topology/communicator.h"
+#include "comm/communicator.h"
 #include "topology/topology.h"
 
 namespace tpbatch {

@@ -227,7 +227,8 @@ int load_shard(RankJob& r) {
   return collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
     const DType wt = weight_dtype_for(job.dtype, weights.tensor("model.embed_tokens.weight").dtype);
-    const ShardPlacement place = shard_placement(cfg, topo.layout, topo.coords.pp, topo.coords.tp, job.parallel.experts);
+    const ShardPlacement place = shard_placement(cfg, topo.layout.tensor, topo.layout.pipeline, topo.coords.pp,
+                                                 topo.coords.tp, job.parallel.experts);
     LlamaShard shard = load_llama_shard(cfg, weights, place, backend, wt);
     weights.drop_page_cache();
     KvLayout kv;

@@ -13,7 +13,7 @@
 #include "model/llama_shard.h"
 #include "model/moe.h"
 #include "model/step_inputs.h"
-#include "topology/communicator.h"
+#include "comm/communicator.h"
 
 namespace tpbatch {
 

@@ -1,6 +1,6 @@
 #include "model/shard_bytes.h"
 
-#include "topology/layout.h"
+#include "model/shard_ranges.h"
 
 namespace tpbatch {
 
