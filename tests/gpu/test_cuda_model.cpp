@@ -16,12 +16,12 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/step_inputs.h"
-#include "comm/communicator.h"
 
 namespace tpbatch {
 namespace {

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/step_inputs.h"
 #include "tools/make_model.h"
-#include "comm/communicator.h"
 #include "test_assets.h"
 
 namespace tpbatch {

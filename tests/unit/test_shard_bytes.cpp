@@ -10,13 +10,13 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/shard_bytes.h"
 #include "tools/make_model.h"
-#include "comm/communicator.h"
 
 namespace tpbatch {
 namespace {
