@@ -10,8 +10,8 @@
 // busbw = algbw x 2(t-1)/t, as nccl-tests reports them; the fitted model's prediction and the
 // measured/predicted ratio. The fit minimizes relative error (weighted least squares with weights
 // 1/T^2), so small messages (alpha) and large ones (B) both count.
-// --communicator routes the calls through the project's MpiGroup (in place, as the engine
-// calls it) instead of a plain out-of-place MPI_Allreduce.
+// --communicator routes the calls through the engine's data-plane Communicator (MPI, on CPU
+// backend memory, in place, as the engine calls it) instead of a plain out-of-place MPI_Allreduce.
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,10 +19,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "topology/mpi_group.h"
+#include "backend/backend.h"
+#include "comm/mpi_tensor_communicator.h"
 
 namespace {
 
@@ -85,7 +87,8 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  tpbatch::MpiGroup comm(MPI_COMM_WORLD, /*owned=*/false);
+  const std::unique_ptr<tpbatch::Backend> backend = tpbatch::make_cpu_backend();
+  tpbatch::MpiTensorCommunicator comm(MPI_COMM_WORLD, *backend);
 
   const size_t max_count = static_cast<size_t>(o.max_bytes / 4);
   std::vector<float> send(max_count), recv(max_count);
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
   for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step) {
     const int count = static_cast<int>(bytes / 4);
     auto once = [&] {
-      if (o.communicator) comm.allreduce_sum(recv.data(), static_cast<size_t>(count));
+      if (o.communicator) comm.allreduce_sum(tpbatch::BufferView{recv.data(), tpbatch::DType::F32}, static_cast<size_t>(count));
       else MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     };
     for (int i = 0; i < o.warmup; ++i) once();

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   for (int s = 0; s < 2; ++s)
     for (int r = 0; r < tensor; ++r)
       shards[s].push_back(load_llama_shard(
-          cfg, ws, shard_placement(cfg, Layout{tensor, tensor, 1}, 0, r, s ? ExpertSplit::kExpert : ExpertSplit::kTensor),
+          cfg, ws, shard_placement(cfg, tensor, /*pipeline=*/1, 0, r, s ? ExpertSplit::kExpert : ExpertSplit::kTensor),
           *be, DType::F32));
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);

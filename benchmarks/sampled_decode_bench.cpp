@@ -35,16 +35,17 @@ class OneRank : public Communicator {
   explicit OneRank(Backend& be) : be_(be) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allreduce_sum(BufferView, size_t) override {}
-  void allgather(BufferView send, BufferView recv, size_t bytes) override {
+
+ private:
+  void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allgather(BufferView send, BufferView recv, size_t bytes) override {
     std::vector<char> tmp(bytes);
     be_.host_access(send, bytes, false, [&](void* p) { std::memcpy(tmp.data(), p, bytes); });
     be_.host_access(recv, bytes, true, [&](void* p) { std::memcpy(p, tmp.data(), bytes); });
   }
-  void send(BufferView, size_t, int) override {}
-  void recv(BufferView, size_t, int) override {}
+  void run_send(BufferView, size_t, int) override {}
+  void run_recv(BufferView, size_t, int) override {}
 
- private:
   Backend& be_;
 };
 
@@ -52,7 +53,7 @@ class OneRank : public Communicator {
 struct Lane {
   Lane(const ModelConfig& cfg, const WeightStore& ws, Backend& be, Communicator& tp, int64_t rows,
        const SamplingParams& params)
-      : runner(load_llama_shard(cfg, ws, shard_placement(cfg, Layout{1, 1, 1}, 0, 0, ExpertSplit::kTensor), be, DType::F32), be, tp,
+      : runner(load_llama_shard(cfg, ws, shard_placement(cfg, /*tensor=*/1, /*pipeline=*/1, 0, 0, ExpertSplit::kTensor), be, DType::F32), be, tp,
                KvLayout{.num_blocks = rows * 16, .block_size = 16}),
         alloc(rows * 16, 16),
         sched(SchedulerLimits{.max_seqs = rows, .max_batch_tokens = 4096, .backend_draws = true}, alloc) {

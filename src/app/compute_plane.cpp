@@ -5,9 +5,9 @@
 #include <optional>
 
 #include "backend/device_selection.h"
+#include "comm/mpi_tensor_communicator.h"
 #include "common/error.h"
 #include "model/llama_shard.h"
-#include "topology/mpi_tensor_communicator.h"
 #ifdef TPBATCH_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "job/job_spec.h"
-#include "topology/communicator.h"
 #include "topology/topology.h"
 
 namespace tpbatch {

@@ -229,7 +229,8 @@ int load_shard(RankJob& r) {
     WeightStore weights = WeightStore::open(job.model);
     const RunDtypes dtypes = run_dtypes(
         job, [&] { return weights.tensor("model.embed_tokens.weight").dtype; }, r.plane->device >= 0);
-    const ShardPlacement place = shard_placement(cfg, topo.layout, topo.coords.pp, topo.coords.tp, job.parallel.experts);
+    const ShardPlacement place = shard_placement(cfg, topo.layout.tensor, topo.layout.pipeline, topo.coords.pp,
+                                                 topo.coords.tp, job.parallel.experts);
     LlamaShard shard = load_llama_shard(cfg, weights, place, backend, dtypes.weights);
     weights.drop_page_cache();
     KvLayout kv;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <list>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -63,17 +62,6 @@ bool decode_work(const std::string& m, std::vector<WorkItem>& out) {
   return exhausted;
 }
 
-std::string probe_recv(MPI_Comm comm, int source, int tag, MPI_Status* status_out = nullptr) {
-  MPI_Status st;
-  MPI_Probe(source, tag, comm, &st);
-  int count = 0;
-  MPI_Get_count(&st, MPI_BYTE, &count);
-  std::string buf(static_cast<size_t>(count), '\0');
-  MPI_Recv(buf.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE);
-  if (status_out) *status_out = st;
-  return buf;
-}
-
 class LocalWorkSource final : public WorkSource {
  public:
   explicit LocalWorkSource(RowDispatcher& d) : d_(d) {}
@@ -93,66 +81,48 @@ class LocalWorkSource final : public WorkSource {
 class RemoteWorkSource final : public WorkSource {
  public:
   explicit RemoteWorkSource(MPI_Comm control) : control_(control) {}
-  ~RemoteWorkSource() override { drain(); }
 
   bool take(std::vector<WorkItem>& out, size_t max_items, bool wait) override {
     if (exhausted_) return false;
     if (!requested_ && max_items > 0) {  // prefetch: one request in flight at a time
       const int32_t n = static_cast<int32_t>(max_items);
-      MPI_Send(&n, 1, MPI_INT32_T, 0, kTagRequest, control_);
+      control_.send(std::string(reinterpret_cast<const char*>(&n), sizeof n), 0, kTagRequest);
       requested_ = true;
     }
-    int ready = 0;
-    if (!wait) MPI_Iprobe(0, kTagWork, control_, &ready, MPI_STATUS_IGNORE);
-    if (wait || ready) {
-      exhausted_ = decode_work(probe_recv(control_, 0, kTagWork), out);
-      requested_ = false;
+    ControlMessage work;
+    if (wait) {
+      work = control_.recv(0, kTagWork);
+    } else if (!control_.try_recv(0, kTagWork, work)) {
+      return true;
     }
+    exhausted_ = decode_work(work.bytes, out);
+    requested_ = false;
     return !exhausted_;
   }
 
   void submit(const RowResult& r) override {
-    pending_.emplace_back();
-    Pending& p = pending_.back();
-    p.bytes = serialize(r);
-    MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, 0, kTagResult, control_, &p.request);
-    poll();
+    control_.send(serialize(r), 0, kTagResult);
+    control_.release_completed();
   }
 
-  void poll() override {  // forget sends that completed
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      int done = 0;
-      MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-      it = done ? pending_.erase(it) : std::next(it);
-    }
-  }
+  void poll() override { control_.release_completed(); }
 
   void close() override {
     // A request still unanswered (the replica stopped early): take the answer, so rank 0 is not
     // left sending to nobody; its rows come back to rank 0 as held by this replica.
     if (requested_ && !exhausted_) {
       std::vector<WorkItem> unused;
-      decode_work(probe_recv(control_, 0, kTagWork), unused);
+      decode_work(control_.recv(0, kTagWork).bytes, unused);
       requested_ = false;
     }
-    drain();
-    char c = 0;
-    MPI_Send(&c, 1, MPI_BYTE, 0, kTagDone, control_);
+    control_.send(std::string(1, '\0'), 0, kTagDone);  // after every result: messages keep their order
+    control_.drain();
   }
 
  private:
-  struct Pending {
-    std::string bytes;
-    MPI_Request request;
-  };
-  void drain() {
-    for (auto& p : pending_) MPI_Wait(&p.request, MPI_STATUS_IGNORE);
-    pending_.clear();
-  }
-  MPI_Comm control_;
+  ControlChannel control_;
   bool requested_ = false;
   bool exhausted_ = false;
-  std::list<Pending> pending_;  // list: buffers must not move while in flight
 };
 
 }  // namespace
@@ -305,40 +275,33 @@ void RowDispatcher::record(const RowResult& row) {
                        " rows (TPBATCH_TEST_STOP_AFTER_ROWS)");
 }
 
-void RowDispatcher::handle(const MPI_Status& st) {
-  int count = 0;
-  MPI_Get_count(&st, MPI_BYTE, &count);
-  std::string buf(static_cast<size_t>(count), '\0');
-  MPI_Recv(buf.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, control_, MPI_STATUS_IGNORE);
-  if (st.MPI_TAG == kTagRequest || st.MPI_TAG == kTagDone) heard_.insert(st.MPI_SOURCE);
-  if (st.MPI_TAG == kTagRequest) {
+void RowDispatcher::handle(const ControlMessage& m) {
+  if (m.tag == kTagRequest || m.tag == kTagDone) heard_.insert(m.source);
+  if (m.tag == kTagRequest) {
     int32_t want = 0;
-    std::memcpy(&want, buf.data(), std::min<size_t>(4, buf.size()));
+    std::memcpy(&want, m.bytes.data(), std::min<size_t>(4, m.bytes.size()));
     std::vector<WorkItem> items;
-    const bool more = read_rows(items, static_cast<size_t>(want), st.MPI_SOURCE);
-    const std::string m = encode_work(items, !more);
-    MPI_Send(m.data(), static_cast<int>(m.size()), MPI_BYTE, st.MPI_SOURCE, kTagWork, control_);
-  } else if (st.MPI_TAG == kTagResult) {
-    record(deserialize_row_result(buf));
-  } else if (st.MPI_TAG == kTagDone) {
-    replica_done(st.MPI_SOURCE);
+    const bool more = read_rows(items, static_cast<size_t>(want), m.source);
+    control_.send(encode_work(items, !more), m.source, kTagWork);
+  } else if (m.tag == kTagResult) {
+    record(deserialize_row_result(m.bytes));
+  } else if (m.tag == kTagDone) {
+    replica_done(m.source);
   }
 }
 
 void RowDispatcher::serve(bool wait) {
   progress_.maybe_print();  // every step of replica 0 passes here: progress while no row ends
+  control_.release_completed();  // answers already delivered
   for (;;) {
-    MPI_Status st;
-    int ready = 0;
+    ControlMessage m;
     if (wait) {
-      MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, control_, &st);
-      ready = 1;
+      m = control_.recv(ControlChannel::kAnySource, ControlChannel::kAnyTag);
       wait = false;
-    } else {
-      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, control_, &ready, &st);
+    } else if (!control_.try_recv(ControlChannel::kAnySource, ControlChannel::kAnyTag, m)) {
+      return;
     }
-    if (!ready) return;
-    handle(st);
+    handle(m);
   }
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/control_channel.h"
 #include "common/error.h"
 #include "engine/progress.h"
 #include "engine/work_source.h"
@@ -52,7 +53,7 @@ class RowDispatcher {
   std::string lines_per_replica() const;
 
  private:
-  void handle(const MPI_Status& status);
+  void handle(const ControlMessage& message);
   void replica_done(int rank);
   bool next_input_row(WorkItem& item);
   size_t fair_share(int holder) const;  // how many more lines `holder` may take now
@@ -64,7 +65,7 @@ class RowDispatcher {
   std::vector<uint8_t> done_;
   ResultWriter& writer_;
   Progress& progress_;
-  MPI_Comm control_;
+  ControlChannel control_;
   int remote_replicas_;
   int remote_done_ = 0;
   bool exhausted_ = false;           // nothing more is handed out (input read, nothing to hand out again)

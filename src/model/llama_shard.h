@@ -17,7 +17,7 @@
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
-#include "topology/layout.h"
+#include "model/shard_ranges.h"
 
 namespace tpbatch {
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "model/llama_shard.h"
 #include "model/moe.h"
 #include "model/step_inputs.h"
-#include "topology/communicator.h"
 
 namespace tpbatch {
 

@@ -1,7 +1,7 @@
 #include "model/shard_bytes.h"
 
 #include "model/model_family.h"
-#include "topology/layout.h"
+#include "model/shard_ranges.h"
 
 namespace tpbatch {
 

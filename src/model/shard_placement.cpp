@@ -2,14 +2,14 @@
 
 namespace tpbatch {
 
-ShardPlacement shard_placement(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
+ShardPlacement shard_placement(const ModelConfig& config, int tensor, int pipeline, int stage, int tp_rank,
                                ExpertSplit experts) {
   ShardPlacement p;
-  p.tensor = layout.tensor;
+  p.tensor = tensor;
   p.tp_rank = tp_rank;
-  p.layers = layers_of_stage(config.num_layers, layout.pipeline, stage);
+  p.layers = layers_of_stage(config.num_layers, pipeline, stage);
   p.has_embedding = stage == 0;
-  p.has_lm_head = stage == layout.pipeline - 1;
+  p.has_lm_head = stage == pipeline - 1;
   p.experts = experts;
   return p;
 }

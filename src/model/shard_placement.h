@@ -8,7 +8,7 @@
 
 #include "job/job_spec.h"
 #include "model/config.h"
-#include "topology/layout.h"
+#include "model/shard_ranges.h"
 
 namespace tpbatch {
 
@@ -23,8 +23,9 @@ struct ShardPlacement {
   ExpertSplit experts = ExpertSplit::kTensor;
 };
 
-// The placement of the rank at (pipeline stage `stage`, tensor rank `tp_rank`) of `layout`.
-ShardPlacement shard_placement(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
+// The placement of the rank at (pipeline stage `stage`, tensor rank `tp_rank`) of a layout of
+// `tensor` x `pipeline` ranks per replica.
+ShardPlacement shard_placement(const ModelConfig& config, int tensor, int pipeline, int stage, int tp_rank,
                                ExpertSplit experts);
 
 // The experts whose weights the rank holds: all of them under kTensor (a slice of each), a

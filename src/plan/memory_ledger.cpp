@@ -13,6 +13,12 @@
 namespace tpbatch {
 namespace {
 
+// The shard of the rank at (stage, tp_rank) of `layout`.
+ShardPlacement placement_in(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
+                            ExpertSplit experts) {
+  return shard_placement(config, layout.tensor, layout.pipeline, stage, tp_rank, experts);
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t stage_kv_bytes_per_token(const ModelConfig& config, const Layout& layout, int stage, int tp_rank,
@@ -56,7 +62,7 @@ int64_t weights_bytes_per_rank(const ModelConfig& config, const Layout& layout, 
   int64_t most = 0;
   for (int s = 0; s < layout.pipeline; ++s)
     for (int r = 0; r < layout.tensor; ++r)
-      most = std::max(most, shard_weight_bytes(config, shard_placement(config, layout, s, r, experts), weight_dtype));
+      most = std::max(most, shard_weight_bytes(config, placement_in(config, layout, s, r, experts), weight_dtype));
   return most;
 }
 
@@ -95,7 +101,7 @@ int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout,
 int64_t moe_scratch_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
   int64_t most = 0;
   for (int r = 0; r < layout.tensor; ++r)
-    most = std::max(most, moe_scratch(config, shard_placement(config, layout, 0, r, in.experts), in.max_batch_tokens)
+    most = std::max(most, moe_scratch(config, placement_in(config, layout, 0, r, in.experts), in.max_batch_tokens)
                               .bytes(DType::F32));
   return most;
 }
@@ -126,7 +132,7 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
   bool first = true;
   for (int s = 0; s < layout.pipeline; ++s) {
     for (int r = 0; r < layout.tensor; ++r) {
-      const int64_t w = shard_weight_bytes(config, shard_placement(config, layout, s, r, in.experts), in.weight_dtype);
+      const int64_t w = shard_weight_bytes(config, placement_in(config, layout, s, r, in.experts), in.weight_dtype);
       const int64_t budget = static_cast<int64_t>(usable) - w - g.reserved_bytes_per_rank;
       const int64_t per_token = stage_kv_bytes_per_token(config, layout, s, r, in.kv_dtype);
       const int64_t tokens = budget <= 0 || per_token <= 0 ? 0 : budget / per_token;
@@ -143,7 +149,7 @@ LayoutLedger ledger_of(const ModelConfig& config, const Layout& layout, const Pl
     for (int r = 0; r < layout.tensor; ++r)
       g.expert_weights_bytes_per_rank =
           std::max(g.expert_weights_bytes_per_rank,
-                   shard_expert_weight_bytes(config, shard_placement(config, layout, s, r, in.experts), in.weight_dtype));
+                   shard_expert_weight_bytes(config, placement_in(config, layout, s, r, in.experts), in.weight_dtype));
   return g;
 }
 

@@ -16,12 +16,12 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/step_inputs.h"
-#include "topology/communicator.h"
 
 namespace tpbatch {
 namespace {
@@ -45,19 +45,19 @@ class SoloCommunicator final : public Communicator {
   explicit SoloCommunicator(Backend& be) : be_(be) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allreduce_sum(BufferView, size_t) override { stats_["allreduce"].calls++; }
-  void allgather(BufferView send, BufferView recv, size_t bytes) override {
-    stats_["allgather"].calls++;
+
+ private:
+  void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allgather(BufferView send, BufferView recv, size_t bytes) override {
     if (send.data == recv.data || bytes == 0) return;
     const BufferView s{send.data, DType::I32}, r{recv.data, DType::I32};
     const int64_t words = static_cast<int64_t>(bytes / 4);
     const int64_t row0 = 0;
     be_.copy_rows(s, words, std::span<const int64_t>(&row0, 1), words, r, words);
   }
-  void send(BufferView, size_t, int) override { throw std::logic_error("solo: no send"); }
-  void recv(BufferView, size_t, int) override { throw std::logic_error("solo: no recv"); }
+  void run_send(BufferView, size_t, int) override { throw std::logic_error("solo: no send"); }
+  void run_recv(BufferView, size_t, int) override { throw std::logic_error("solo: no recv"); }
 
- private:
   Backend& be_;
 };
 

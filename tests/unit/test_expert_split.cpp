@@ -81,7 +81,7 @@ TEST(ExpertSplit, TensorSplitKeepsEveryExpertAndSlicesItsWidth) {
 
 TEST(ExpertSplit, ShardPlacementCarriesTheSplit) {
   const ModelConfig m = moe_model(8);
-  const ShardPlacement p = shard_placement(m, Layout{4, 2, 2}, 1, 1, ExpertSplit::kExpert);
+  const ShardPlacement p = shard_placement(m, /*tensor=*/2, /*pipeline=*/2, 1, 1, ExpertSplit::kExpert);
   EXPECT_EQ(p.experts, ExpertSplit::kExpert);
   EXPECT_EQ(p.tensor, 2);
   EXPECT_EQ(p.tp_rank, 1);
@@ -172,7 +172,7 @@ class ExpertShards : public ::testing::Test {
 };
 
 ShardPlacement whole_layers(const ModelConfig& c, int tensor, int rank, ExpertSplit split) {
-  return shard_placement(c, Layout{tensor, tensor, 1}, 0, rank, split);
+  return shard_placement(c, tensor, /*pipeline=*/1, 0, rank, split);
 }
 
 TEST_F(ExpertShards, EachRankLoadsOnlyItsWholeExpertsAndThePlanCountsThem) {

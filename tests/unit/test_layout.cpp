@@ -1,4 +1,4 @@
-// Rank layout arithmetic and Megatron shard ranges.
+// Rank layout arithmetic: coordinates and which layouts a model allows.
 #include <gtest/gtest.h>
 
 #include "topology/layout.h"
@@ -32,36 +32,6 @@ TEST(Layout, ImpossibleLayoutsNameTheReason) {
   EXPECT_NE(tpbatch::layout_problem(Layout{6, 1, 6}, heads(8, 4)).find("layers"), std::string::npos);
   EXPECT_EQ(tpbatch::layout_problem(Layout{8, 8, 1}, heads(8, 4)), "");
   EXPECT_EQ(tpbatch::layout_problem(Layout{8, 2, 2}, heads(8, 4)), "");
-}
-
-TEST(Layout, BalancedSplitCoversEveryIndexOnce) {
-  int64_t total = 0, prev_end = 0;
-  for (int r = 0; r < 8; ++r) {
-    const auto s = tpbatch::balanced_split(172, 8, r);
-    EXPECT_EQ(s.begin, prev_end);
-    EXPECT_GE(s.size(), 21);
-    EXPECT_LE(s.size(), 22);
-    prev_end = s.end;
-    total += s.size();
-  }
-  EXPECT_EQ(total, 172);
-}
-
-TEST(Layout, KvHeadsAreReplicatedWhenTensorExceedsThem) {
-  const auto c = heads(8, 2);
-  EXPECT_EQ(tpbatch::kv_heads_of_rank(c, 2, 1).begin, 1);  // TP 2: one head each
-  for (int r = 0; r < 8; ++r) {                            // TP 8: each head on 4 ranks
-    const auto s = tpbatch::kv_heads_of_rank(c, 8, r);
-    EXPECT_EQ(s.size(), 1);
-    EXPECT_EQ(s.begin, r / 4);
-  }
-}
-
-TEST(Layout, StagesTakeContiguousLayersEarlierOnesTheExtra) {
-  EXPECT_EQ(tpbatch::layers_of_stage(5, 2, 0).size(), 3);
-  EXPECT_EQ(tpbatch::layers_of_stage(5, 2, 1).begin, 3);
-  EXPECT_EQ(tpbatch::layers_of_stage(5, 2, 1).end, 5);
-  for (int s = 0; s < 5; ++s) EXPECT_EQ(tpbatch::layers_of_stage(5, 5, s).size(), 1);
 }
 
 }  // namespace

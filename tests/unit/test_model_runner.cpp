@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/step_inputs.h"
 #include "tools/make_model.h"
-#include "topology/communicator.h"
 #include "test_assets.h"
 
 namespace tpbatch {
@@ -33,33 +33,27 @@ namespace {
 namespace fs = std::filesystem;
 
 // The data-plane interface on one rank: allreduce is the identity, allgather a copy (through
-// host_access, as the MPI communicator reaches backend memory). Counts every call.
+// host_access, as the MPI communicator reaches backend memory). The base class counts every call.
 class CountingCommunicator : public Communicator {
  public:
   explicit CountingCommunicator(Backend& be) : be_(be) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allreduce_sum(BufferView data, size_t count) override {
-    auto& s = stats_["allreduce"];
-    ++s.calls;
-    s.bytes += static_cast<int64_t>(count * dtype_size(data.dtype));
+  int64_t calls(const std::string& name) {
+    auto it = stats().find(name);
+    return it == stats().end() ? 0 : it->second.calls;
   }
-  void allgather(BufferView send, BufferView recv, size_t bytes_per_rank) override {
-    auto& s = stats_["allgather"];
-    ++s.calls;
-    s.bytes += static_cast<int64_t>(bytes_per_rank);
+
+ private:
+  void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) override {
     std::vector<char> tmp(bytes_per_rank);
     be_.host_access(send, bytes_per_rank, false, [&](void* p) { std::memcpy(tmp.data(), p, bytes_per_rank); });
     be_.host_access(recv, bytes_per_rank, true, [&](void* p) { std::memcpy(p, tmp.data(), bytes_per_rank); });
   }
-  void send(BufferView, size_t, int) override { ADD_FAILURE() << "send on a one-rank TP group"; }
-  void recv(BufferView, size_t, int) override { ADD_FAILURE() << "recv on a one-rank TP group"; }
-  int64_t calls(const std::string& name) const {
-    auto it = stats_.find(name);
-    return it == stats_.end() ? 0 : it->second.calls;
-  }
+  void run_send(BufferView, size_t, int) override { ADD_FAILURE() << "send on a one-rank TP group"; }
+  void run_recv(BufferView, size_t, int) override { ADD_FAILURE() << "recv on a one-rank TP group"; }
 
- private:
   Backend& be_;
 };
 

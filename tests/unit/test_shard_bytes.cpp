@@ -10,13 +10,13 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
 #include "model/shard_bytes.h"
 #include "tools/make_model.h"
-#include "topology/communicator.h"
 
 namespace tpbatch {
 namespace {
@@ -27,10 +27,12 @@ class NoCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allreduce_sum(BufferView, size_t) override {}
-  void allgather(BufferView, BufferView, size_t) override {}
-  void send(BufferView, size_t, int) override {}
-  void recv(BufferView, size_t, int) override {}
+
+ private:
+  void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allgather(BufferView, BufferView, size_t) override {}
+  void run_send(BufferView, size_t, int) override {}
+  void run_recv(BufferView, size_t, int) override {}
 };
 
 struct Case {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "topology/communicator.h"
+#include "comm/communicator.h"
 
 namespace tpbatch {
 

@@ -1,6 +1,5 @@
 #include "backend/cuda/nccl_communicator.h"
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -12,19 +11,6 @@
 
 namespace tpbatch {
 namespace {
-
-class Timed {  // adds one call's bytes and (host) time to a collective's counters
- public:
-  Timed(CollectiveStats& s, size_t bytes) : s_(s), t0_(std::chrono::steady_clock::now()) {
-    s_.calls++;
-    s_.bytes += static_cast<int64_t>(bytes);
-  }
-  ~Timed() { s_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
-
- private:
-  CollectiveStats& s_;
-  std::chrono::steady_clock::time_point t0_;
-};
 
 void nccl_check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw Error(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(r));
@@ -75,6 +61,9 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   backend_.remove_error_source(this);
+  for (const Timing& t : timings_) spare_events_.insert(spare_events_.end(), {t.start, t.end});
+  if (started_) spare_events_.push_back(started_);
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
   if (aborted_ || !nccl_ || backend_.aborted()) return;
   ncclCommDestroy(nccl_);
 }
@@ -102,22 +91,19 @@ void NcclCommunicator::abort() noexcept {
   nccl_ = nullptr;
 }
 
-void NcclCommunicator::allreduce_sum(BufferView data, size_t count) {
-  Timed t(stats_["allreduce"], count * dtype_size(data.dtype));
+void NcclCommunicator::run_allreduce_sum(BufferView data, size_t count) {
   if (size_ == 1 || count == 0) return;
   if (aborted_) throw Error("NCCL allreduce on an aborted communicator");
   NCCL_CHECK(ncclAllReduce(data.data, data.data, count, nccl_type(data.dtype), ncclSum, nccl_, backend_.stream()));
 }
 
-void NcclCommunicator::allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {
-  Timed t(stats_["allgather"], bytes_per_rank * size_);
+void NcclCommunicator::run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {
   if (bytes_per_rank == 0) return;
   if (aborted_) throw Error("NCCL allgather on an aborted communicator");
   NCCL_CHECK(ncclAllGather(send.data, recv.data, bytes_per_rank, ncclInt8, nccl_, backend_.stream()));
 }
 
-void NcclCommunicator::send(BufferView data, size_t bytes, int peer) {
-  Timed t(stats_["send"], bytes);
+void NcclCommunicator::run_send(BufferView data, size_t bytes, int peer) {
   if (bytes == 0) return;
   if (aborted_) throw Error("NCCL send on an aborted communicator");
   NCCL_CHECK(ncclGroupStart());
@@ -126,14 +112,54 @@ void NcclCommunicator::send(BufferView data, size_t bytes, int peer) {
   nccl_check(r, "ncclSend");
 }
 
-void NcclCommunicator::recv(BufferView data, size_t bytes, int peer) {
-  Timed t(stats_["recv"], bytes);
+void NcclCommunicator::run_recv(BufferView data, size_t bytes, int peer) {
   if (bytes == 0) return;
   if (aborted_) throw Error("NCCL recv on an aborted communicator");
   NCCL_CHECK(ncclGroupStart());
   const ncclResult_t r = ncclRecv(data.data, bytes, ncclInt8, peer, nccl_, backend_.stream());
   NCCL_CHECK(ncclGroupEnd());
   nccl_check(r, "ncclRecv");
+}
+
+cudaEvent_t NcclCommunicator::spare_event() {
+  if (!spare_events_.empty()) {
+    const cudaEvent_t e = spare_events_.back();
+    spare_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  TPBATCH_CUDA_CHECK(cudaEventCreate(&e));  // with timing
+  return e;
+}
+
+void NcclCommunicator::start_timing() {
+  if (!started_) started_ = spare_event();
+  TPBATCH_CUDA_CHECK(cudaEventRecord(started_, backend_.stream()));
+}
+
+void NcclCommunicator::stop_timing(const std::string& op) {
+  const cudaEvent_t end = spare_event();
+  TPBATCH_CUDA_CHECK(cudaEventRecord(end, backend_.stream()));
+  timings_.push_back(Timing{op, started_, end});
+  started_ = nullptr;
+  read_passed_timings();  // keeps the events in use to those the stream has not reached
+}
+
+void NcclCommunicator::read_passed_timings() {
+  while (!timings_.empty() && cudaEventQuery(timings_.front().end) == cudaSuccess) {
+    const Timing t = timings_.front();
+    timings_.pop_front();
+    float ms = 0;
+    TPBATCH_CUDA_CHECK(cudaEventElapsedTime(&ms, t.start, t.end));
+    add_seconds(t.op, ms * 1e-3);
+    spare_events_.insert(spare_events_.end(), {t.start, t.end});
+  }
+}
+
+void NcclCommunicator::settle_timings() {
+  if (timings_.empty()) return;
+  if (!aborted_ && !backend_.aborted()) backend_.wait_stream("NCCL collective timings");
+  read_passed_timings();
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, Backend& cuda_backend) {

@@ -1,26 +1,20 @@
-#include "topology/mpi_tensor_communicator.h"
+#include "comm/mpi_tensor_communicator.h"
 
-#include <climits>
 #include <cstring>
 
+#include "comm/mpi_count.h"
 #include "common/error.h"
 #include "reliability/watchdog.h"
-#include "topology/mpi_group.h"
 
 namespace tpbatch {
-MpiTensorCommunicator::MpiTensorCommunicator(MPI_Comm comm, Backend& backend) : comm_(comm), be_(backend) {
+
+MpiTensorCommunicator::MpiTensorCommunicator(MPI_Comm comm, Backend& backend)
+    : comm_(comm), be_(backend), sends_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
-MpiTensorCommunicator::~MpiTensorCommunicator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) complete_sends(0);
-}
-
-void MpiTensorCommunicator::allreduce_sum(BufferView data, size_t count) {
-  TimedCall t(stats_["allreduce"], count * dtype_size(data.dtype));
+void MpiTensorCommunicator::run_allreduce_sum(BufferView data, size_t count) {
   if (size_ == 1) return;
   WatchedCall w("MPI allreduce");
   be_.host_access(data, count * dtype_size(data.dtype), true, [&](void* p) {
@@ -40,8 +34,7 @@ void MpiTensorCommunicator::allreduce_sum(BufferView data, size_t count) {
   });
 }
 
-void MpiTensorCommunicator::allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {
-  TimedCall t(stats_["allgather"], bytes_per_rank * size_);
+void MpiTensorCommunicator::run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {
   std::vector<char> mine(bytes_per_rank);
   be_.host_access(send, bytes_per_rank, false, [&](void* p) { std::memcpy(mine.data(), p, bytes_per_rank); });
   be_.host_access(recv, bytes_per_rank * size_, true, [&](void* p) {
@@ -51,30 +44,18 @@ void MpiTensorCommunicator::allgather(BufferView send, BufferView recv, size_t b
   });
 }
 
-void MpiTensorCommunicator::send(BufferView data, size_t bytes, int peer) {
-  TimedCall t(stats_["send"], bytes);
-  complete_sends(8);
-  sends_.emplace_back();
-  Pending& p = sends_.back();
-  p.bytes.resize(bytes);
-  be_.host_access(data, bytes, false, [&](void* src) { std::memcpy(p.bytes.data(), src, bytes); });
-  MPI_Isend(p.bytes.data(), mpi_count(bytes), MPI_BYTE, peer, kTag, comm_, &p.request);
+void MpiTensorCommunicator::run_send(BufferView data, size_t bytes, int peer) {
+  sends_.drain(8, "pipeline send of the hidden state");
+  std::string copy(bytes, '\0');
+  be_.host_access(data, bytes, false, [&](void* src) { std::memcpy(copy.data(), src, bytes); });
+  sends_.send(std::move(copy), peer, kTag);
 }
 
-void MpiTensorCommunicator::recv(BufferView data, size_t bytes, int peer) {
-  TimedCall t(stats_["recv"], bytes);
+void MpiTensorCommunicator::run_recv(BufferView data, size_t bytes, int peer) {
   be_.host_access(data, bytes, true, [&](void* dst) {
     WatchedCall w("pipeline receive of the hidden state");
     MPI_Recv(dst, mpi_count(bytes), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE);
   });
-}
-
-void MpiTensorCommunicator::complete_sends(size_t keep) {
-  while (sends_.size() > keep) {
-    WatchedCall w("pipeline send of the hidden state");
-    MPI_Wait(&sends_.front().request, MPI_STATUS_IGNORE);
-    sends_.pop_front();
-  }
 }
 
 }  // namespace tpbatch
