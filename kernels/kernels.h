@@ -33,6 +33,7 @@ struct StepView {
   int64_t rows = 0, num_seqs = 0, num_logit_rows = 0;
   const int32_t* tokens = nullptr;            // [rows]
   const int32_t* positions = nullptr;         // [rows]
+  const int32_t* rope_tables = nullptr;       // [rows]: rope's frequency table per row; null: all the first
   const AttentionRow* attn_rows = nullptr;    // [rows]
   const int32_t* tables = nullptr;            // the sequences' block tables, concatenated
   const int32_t* seq_row_begin = nullptr;     // [num_seqs]

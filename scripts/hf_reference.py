@@ -22,7 +22,10 @@ modeling_qwen3_moe / modeling_qwen2_moe: softmax router, top-k experts renormali
 Qwen-MoE per norm_topk_prob), Qwen-MoE's dense layers by decoder_sparse_step / mlp_only_layers,
 Qwen2-MoE's sigmoid-gated shared expert and q/k/v biases); rope_scaling (or transformers 5's rope_parameters) none/default, linear, llama3, yarn
 (attention factor / mscale), dynamic (within max_position_embeddings, where it is the default rope),
-longrope/su (short factors: sequences within original_max_position_embeddings); q/k/v biases
+longrope/su (short factors while the sequence is within original_max_position_embeddings, the long
+factors for every position of a longer one, as transformers 4.46's Phi3LongRoPEScaledRotaryEmbedding
+and later versions' longrope_frequency_update choose them from max(position_ids) + 1: each forward
+here is over the whole sequence, no cache, so that length is the sequence's); q/k/v biases
 (attention_bias, always on for Qwen2); Llama's mlp_bias; tied or untied embeddings; sliding-window
 attention (Mistral's and Phi-3's sliding_window; Qwen2's use_sliding_window from layer
 max_window_layers on; Gemma's per-layer pattern or layer_types). Anything else is refused with a
@@ -42,6 +45,10 @@ the eos logits to -inf and so changes the greedy choice wherever eos is the argm
       without ignore_eos, so each row must be the reference's tokens up to and including the first
       of the model's eos ids (finish_reason eos), or all of them (length). --cpp-reference: also
       compare this reference with tests/reference/tpbatch_reference on every row.
+  hf_reference.py score-check RESULTS.h5 --model MODEL [--tol 1e-4] [--expect-rows R]
+      a score job's rows: /output_logprobs of /output_tokens after /prompt_tokens within --tol of
+      one forward over the whole row (as lm-eval scores it), /logprob_sum within 5 * --tol,
+      /is_greedy from that forward's argmax.
   hf_reference.py embed-check RESULTS.h5 --model MODEL --pooling last|mean|cls --normalize true|false
                         [--tol 1e-4] [--expect-rows R]
       an embed job's /embedding rows against the final-normed hidden states of their
@@ -169,11 +176,11 @@ class NumpyModel:
         self.attn_softcap = c.get("attn_logit_softcapping") if self.sandwich else None
         self.final_softcap = c.get("final_logit_softcapping") if self.sandwich else None
         self.inv_freq, self.attn_factor = rope_inv_freq(c, self.hd)
-        self.inv_freq_local = self.inv_freq
+        self.long_after, self.inv_freq_long = longrope_long_factors(c, self.hd)
+        self.inv_freq_local = None  # the sliding layers rotate as the others
         if arch == "Gemma3ForCausalLM":  # rotary_emb_local: rope_local_base_freq, default rope
             base = c.get("rope_local_base_freq", 10000.0)
             self.inv_freq_local = 1.0 / base ** (np.arange(0, self.hd, 2, dtype=np.float64) / self.hd)
-        self.local_factor = 1.0 if arch == "Gemma3ForCausalLM" else self.attn_factor
         # Per-layer sliding window (None = full causal attention).
         self.window = [None] * self.L
         if arch in ("MistralForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM") and c.get("sliding_window"):
@@ -250,6 +257,8 @@ class NumpyModel:
         if self.gemma:
             x = x * self.H ** 0.5
         pos = np.arange(T, dtype=np.float64)
+        # longrope: the long factors for the whole sequence once it is longer than the original context
+        inv_global = self.inv_freq_long if self.long_after and T > self.long_after else self.inv_freq
         qi, kj = np.arange(T)[:, None], np.arange(T)[None, :]
         Q, KV = self.nh * hd, self.nkv * hd
         for l in range(self.L):
@@ -271,8 +280,10 @@ class NumpyModel:
             if self.qk_norm:  # per head, before RoPE
                 q = self.rmsnorm(q, w[p + "self_attn.q_norm.weight"], self.eps)
                 k = self.rmsnorm(k, w[p + "self_attn.k_norm.weight"], self.eps)
-            local = self.window[l] is not None
-            inv, fac = (self.inv_freq_local, self.local_factor) if local else (self.inv_freq, self.attn_factor)
+            if self.window[l] is not None and self.inv_freq_local is not None:
+                inv, fac = self.inv_freq_local, 1.0
+            else:
+                inv, fac = inv_global, self.attn_factor
             q = self.rope(q, pos, inv, fac)
             k = self.rope(k, pos, inv, fac)
             v = v.reshape(T, self.nkv, hd).transpose(1, 0, 2)
@@ -418,6 +429,22 @@ def rope_inv_freq(c, dim):
     raise Unsupported(f"rope_scaling type {kind!r}")
 
 
+def longrope_long_factors(c, dim):
+    """(original context, its long-factor inverse frequencies) of a longrope model whose context
+    is longer than the original one, else (0, None). transformers reads the original context from
+    the config's top level (Phi3Config); rope_scaling's copy when it is absent."""
+    rp = c.get("rope_parameters") or {}
+    rs = rp or c.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) not in ("longrope", "su"):
+        return 0, None
+    orig = c.get("original_max_position_embeddings") or rs.get("original_max_position_embeddings")
+    if not orig or c["max_position_embeddings"] <= orig:
+        return 0, None
+    base = rp.get("rope_theta", c.get("rope_theta", 10000.0))
+    inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    return int(orig), inv / np.asarray(rs["long_factor"], dtype=np.float64)
+
+
 def log_softmax(z):
     z = z - z.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
@@ -498,6 +525,42 @@ def cmd_embed_check(a):
     sys.exit(1 if bad else 0)
 
 
+def cmd_score_check(a):
+    import h5py
+    model, backend = open_model(a.model, a.backend)
+    f = h5py.File(a.results, "r")
+    n = f["done"].shape[0]
+    if a.expect_rows >= 0 and n != a.expect_rows:
+        sys.exit(f"expected {a.expect_rows} rows, file has {n}")
+    bad, worst = 0, 0.0
+    for i in range(n):
+        rid, reason = f["id"][i].decode(), f["finish_reason"][i].decode()
+        if reason != "scored":
+            print(f"row {i} ({rid}): finish_reason {reason!r}, want 'scored'"); bad += 1; continue
+        prompt = [int(x) for x in f["prompt_tokens"][i]]
+        out = [int(x) for x in f["output_tokens"][i]]
+        z = model.logits(prompt + out)[len(prompt) - 1:-1]
+        want = np.asarray([log_softmax(z[j])[t] for j, t in enumerate(out)])
+        got = np.asarray(f["output_logprobs"][i], dtype=np.float64)
+        if len(got) != len(want):
+            print(f"row {i} ({rid}): {len(got)} logprobs for {len(want)} tokens"); bad += 1; continue
+        d = float(np.max(np.abs(got - want))) if len(want) else 0.0
+        worst = max(worst, d)
+        problems = []
+        if d > a.tol:
+            problems.append(f"logprobs differ by {d:.3g} (tolerance {a.tol:g})")
+        if abs(float(f["logprob_sum"][i]) - want.sum()) > 5 * a.tol:
+            problems.append(f"logprob_sum {f['logprob_sum'][i]} vs {want.sum()}")
+        greedy = all(int(np.argmax(z[j])) == t for j, t in enumerate(out))
+        if bool(f["is_greedy"][i]) != greedy:
+            problems.append(f"is_greedy {bool(f['is_greedy'][i])} vs {greedy}")
+        for p in problems:
+            print(f"row {i} ({rid}): {p}")
+        bad += bool(problems)
+    print(f"{backend} reference: {n - bad}/{n} scored rows match; max |logprob diff| {worst:.3g} (tolerance {a.tol:g})")
+    sys.exit(1 if bad else 0)
+
+
 def hf_available():
     try:
         import torch  # noqa: F401
@@ -514,15 +577,14 @@ def open_model(model_dir, backend):
 
 
 def greedy(model, prompt, n):
-    """Greedy continuation of n tokens (eos ignored) and the logprob of each chosen token."""
-    ids = list(prompt)
+    """Greedy continuation of n tokens (eos ignored) and the logprob of each chosen token, each
+    from a forward over the sequence so far (longrope's factors depend on its length)."""
+    ids, lps = list(prompt), []
     for _ in range(n):
-        ids.append(int(np.argmax(model.logits(ids)[-1])))  # argmax: ties go to the lowest id
-    out = ids[len(prompt):]
-    if not out:
-        return out, []
-    lp = log_softmax(model.logits(ids[:-1])[len(prompt) - 1:])
-    return out, [float(lp[i, t]) for i, t in enumerate(out)]
+        z = model.logits(ids)[-1]
+        ids.append(int(np.argmax(z)))  # argmax: ties go to the lowest id
+        lps.append(float(log_softmax(z)[ids[-1]]))
+    return ids[len(prompt):], lps
 
 
 # ---- commands ---------------------------------------------------------------------------------------
@@ -629,6 +691,11 @@ def main():
     c.add_argument("--refusal", help="regex: error rows whose /error matches count as refused, not failed")
     c.add_argument("--must-not-refuse", default="", help="with --refusal: comma-separated row ids that must match")
     c.add_argument("--min-eos-rows", type=int, default=0, help="with --stop-at-eos: at least this many rows end at eos")
+    s = sub.add_parser("score-check")
+    s.add_argument("results")
+    s.add_argument("--model", required=True)
+    s.add_argument("--tol", type=float, default=1e-4)
+    s.add_argument("--expect-rows", type=int, default=-1)
     e = sub.add_parser("embed-check")
     e.add_argument("results")
     e.add_argument("--model", required=True)
@@ -638,7 +705,7 @@ def main():
     e.add_argument("--expect-rows", type=int, default=-1)
     a = ap.parse_args()
     try:
-        {"generate": cmd_generate, "check": cmd_check, "embed-check": cmd_embed_check}[a.cmd](a)
+        {"generate": cmd_generate, "check": cmd_check, "score-check": cmd_score_check, "embed-check": cmd_embed_check}[a.cmd](a)
     except Unsupported as e:
         sys.exit(f"hf_reference: unsupported: {e}")
 

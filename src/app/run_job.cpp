@@ -271,9 +271,10 @@ void report_memory(const RankJob& r) {
 void report_replica_zero(const RankJob& r, const ReplicaStats& stats) {
   const Topology& topo = r.topo;
   const ComputePlane& plane = *r.plane;
-  log_info("replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld",
+  log_info("replica 0: %lld steps, preemptions: %lld, prefix cache hit tokens: %lld, long rope recomputed tokens: %lld",
                static_cast<long long>(stats.steps), static_cast<long long>(stats.preemptions),
-               static_cast<long long>(stats.prefix_cache_hit_tokens));
+               static_cast<long long>(stats.prefix_cache_hit_tokens),
+               static_cast<long long>(stats.long_rope_recomputed_tokens));
   if (topo.layout.tensor <= 1) return;  // one rank per replica: its collectives are no-ops
   for (const auto& [name, st] : plane.tp->stats())
     log_info("rank 0 tensor-parallel %s: %lld calls, %lld bytes, %.3fs (%.2f per step)",

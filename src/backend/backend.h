@@ -50,6 +50,9 @@ struct StepBatch {
   std::span<const AttentionSeq> seqs;     // rows laid out sequence after sequence
   std::span<const int64_t> logit_rows;    // rows whose logits are wanted, in request order
   std::span<const int32_t> logit_targets; // per request: token whose logit is wanted, -1 none
+  // [rows] or empty (all 0): which of rope's frequency tables each row turns by (Phi-3 longrope:
+  // 1, the long factors, for the rows of sequences past the original context).
+  std::span<const int32_t> rope_tables;
   int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
 };
 
@@ -122,7 +125,8 @@ class Backend {
   virtual void add_rmsnorm(BufferView x, BufferView residual, BufferView w, BufferView out, int64_t m, int64_t n,
                            float eps) = 0;
   // Rotate-half RoPE in place on `heads` heads of each of the step's rows (row stride in
-  // elements), at the step's positions.
+  // elements), at the step's positions. inv_freq holds one or more tables of head_dim / 2
+  // frequencies; a row uses the step's rope_tables entry (the caller keeps it within inv_freq).
   virtual void rope(BufferView x, int64_t row_stride, int64_t heads, int64_t head_dim, BufferView inv_freq) = 0;
   // out[m,i] = silu(gu[m,i]) * gu[m, inter+i]
   virtual void silu_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) = 0;

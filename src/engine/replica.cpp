@@ -24,7 +24,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
                              job.engine.prefix_caching);
   Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
                                       job.engine.admission == AdmissionPolicy::kLongestFirst,
-                                      /*backend_draws=*/true},
+                                      /*backend_draws=*/true, rope_long_factors_after(cfg)},
                       allocator);
   RowAdmitter admitter(job, tok, cfg);
   admitter.set_kv_capacity_tokens(allocator.num_blocks() * allocator.block_size());
@@ -90,6 +90,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   source.close();
   stats.preemptions = scheduler.preemptions();
   stats.prefix_cache_hit_tokens = scheduler.prefix_cache_hit_tokens();
+  stats.long_rope_recomputed_tokens = scheduler.long_rope_recomputed_tokens();
   stats.step_seconds = busy;
   stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!stats.interrupted && allocator.free_blocks() != allocator.num_blocks())

@@ -14,6 +14,7 @@ struct ReplicaStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t prefix_cache_hit_tokens = 0;  // tokens whose K/V came from the prefix cache (re-admissions too)
+  int64_t long_rope_recomputed_tokens = 0;  // cached tokens computed again with longrope's long factors
   double step_seconds = 0.0;   // busy computing (and sending) this rank's part of steps
   double wall_seconds = 0.0;
   bool interrupted = false;    // stopped early by SIGTERM/SIGINT

@@ -35,6 +35,15 @@ void Scheduler::preempt(size_t i) {
   ++preemptions_;
 }
 
+void Scheduler::follow_rope_length(Sequence& seq) {
+  if (limits_.long_rope_after == 0 || seq.long_rope || static_cast<int64_t>(seq.tokens.size()) <= limits_.long_rope_after)
+    return;
+  seq.long_rope = true;
+  long_rope_recomputed_tokens_ += seq.num_computed;
+  alloc_.release(seq.blocks);
+  seq.num_computed = 0;
+}
+
 bool Scheduler::reserve(size_t index, int64_t tokens) {
   Sequence& seq = *running_[index];
   while (!alloc_.grow(seq.blocks, tokens)) {
@@ -62,6 +71,7 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
   for (int64_t i = 0; i < n; ++i) {
     in.tokens.push_back(s.tokens[p0 + i]);
     in.positions.push_back(static_cast<int32_t>(p0 + i));
+    if (limits_.long_rope_after > 0) in.rope_tables.push_back(s.long_rope ? 1 : 0);
   }
   Scheduled e{&s, n, 0, false, false};
   const int64_t total = static_cast<int64_t>(s.tokens.size());
@@ -122,6 +132,7 @@ StepInputs Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && room(); ++i) {
     Sequence& s = *running_[i];
     if (s.in_flight) continue;
+    follow_rope_length(s);
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
     if (!reserve(i, s.num_computed + n)) {
       if (any_in_flight) continue;  // blocks come back as steps in flight finish
@@ -141,6 +152,7 @@ StepInputs Scheduler::schedule() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_seqs && room()) {
     auto next = next_to_admit();
     Sequence& s = **next;
+    follow_rope_length(s);  // before any sharing: nothing is cached yet
     if (!share_cached_prefix(s)) break;  // a running sequence is computing the blocks it can share
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.num_computed, budget);
     if (!alloc_.grow(s.blocks, s.num_computed + n)) {
@@ -156,7 +168,10 @@ StepInputs Scheduler::schedule() {
     budget -= n;
   }
   // Publish the blocks this step fills: a later step, on every rank after this one, can read them.
-  for (const Scheduled& e : step) alloc_.register_full_blocks(e.seq->blocks, e.seq->tokens, e.seq->num_computed + e.num_rows);
+  // Not those turned by longrope's long factors: the cache is keyed by tokens alone, and every
+  // other sequence wants the short ones there.
+  for (const Scheduled& e : step)
+    if (!e.seq->long_rope) alloc_.register_full_blocks(e.seq->blocks, e.seq->tokens, e.seq->num_computed + e.num_rows);
   if (!step.empty()) in_flight_.push_back(std::move(step));
   return in;
 }

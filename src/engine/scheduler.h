@@ -3,6 +3,9 @@
 // decoding sequence, then prefill chunks, then admits waiting sequences, all under max_seqs and
 // max_batch_tokens. When blocks run out, the newest running sequence is preempted and later
 // recomputed from its tokens, which gives the same KV and so the same results.
+// Phi-3 longrope: Hugging Face turns a sequence longer than the original context by the long
+// factors at every position, so a sequence that grows past it is computed again from its first
+// token with them (once); one longer from the start uses them from the start.
 // Under pipeline parallelism several steps are in flight at once: a sequence in an unfinished
 // step is neither scheduled again nor preempted until that step's results are applied.
 #include <cstdint>
@@ -25,6 +28,7 @@ struct SchedulerLimits {
   // Rows that draw_on_backend() are drawn where the logits are (StepInputs::draws; the runner
   // needs its host draw set): only their tokens come back. Off, they bring their full logits.
   bool backend_draws = false;
+  int64_t long_rope_after = 0;     // rope_long_factors_after(config): 0, or longer sequences use the long factors
 };
 
 class Scheduler {
@@ -37,6 +41,8 @@ class Scheduler {
   size_t num_running() const { return running_.size(); }
   int64_t preemptions() const { return preemptions_; }
   int64_t prefix_cache_hit_tokens() const { return prefix_cache_hit_tokens_; }  // tokens served by the prefix cache
+  // Cached tokens computed again because their sequence outgrew the short rope factors.
+  int64_t long_rope_recomputed_tokens() const { return long_rope_recomputed_tokens_; }
 
   // The next step; empty when nothing can run. Sequences that cannot fit the KV cache even alone
   // come back through take_finished() with an error.
@@ -66,6 +72,9 @@ class Scheduler {
   void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);
   bool reserve(size_t index, int64_t tokens);  // grows blocks, preempting newer idle sequences if needed
   void preempt(size_t running_index);
+  // Longrope: a sequence longer than long_rope_after turns by the long factors; the K/V it has
+  // cached with the short ones are dropped, to be computed again.
+  void follow_rope_length(Sequence& seq);
   // Admission: shares the cached blocks of the sequence's leading tokens and starts it after them;
   // false (nothing shared) when it should wait for a running sequence to compute more of them.
   bool share_cached_prefix(Sequence& seq);
@@ -80,6 +89,7 @@ class Scheduler {
   std::deque<std::vector<Scheduled>> in_flight_;  // oldest step first
   int64_t preemptions_ = 0;
   int64_t prefix_cache_hit_tokens_ = 0;
+  int64_t long_rope_recomputed_tokens_ = 0;
 };
 
 }  // namespace tpbatch

@@ -39,6 +39,8 @@ struct Sequence {
   int64_t num_computed = 0;        // tokens whose K/V are in the cache
   bool in_flight = false;          // in a pipeline step whose results have not come back
   bool preempted = false;          // was evicted and waits to be recomputed
+  bool long_rope = false;          // Phi-3 longrope: longer than the original context, so every
+                                   // position turns by the long factors (StepInputs::rope_tables 1)
   std::vector<int32_t> blocks;
   int64_t prompt_tokens_cached = 0;  // prompt tokens the prefix cache served at its first admission
 

@@ -269,9 +269,9 @@ void parse_gemma_options(const Reader& r, ModelConfig& c) {
 
 // The rope scaling's values that depend on the context length, and the context it allows.
 void resolve_rope_scaling(const Reader& r, ModelConfig& c) {
-  // Longrope (Phi-3): HF switches from the short to the long factors, for the whole sequence, once
-  // it outgrows original_max_position_embeddings; the keys already in a KV cache would then be
-  // rotated the other way, so the context stops there and the short factors are the only ones used.
+  // Longrope (Phi-3): HF turns a sequence by the short factors while it is within
+  // original_max_position_embeddings and by the long ones, all of it, once it is longer
+  // (rope_long_factors_after); the context is the whole max_position_embeddings.
   if (c.rope_scaling.type == "longrope") {
     RopeScaling& rs = c.rope_scaling;
     const size_t half = size_t(c.head_dim / 2);
@@ -291,7 +291,6 @@ void resolve_rope_scaling(const Reader& r, ModelConfig& c) {
     if (rs.attention_factor == 0.0)
       rs.attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(orig)));
     rs.original_max_position_embeddings = orig;
-    c.max_position_embeddings = std::min(c.max_position_embeddings, orig);
   }
   if (c.rope_scaling.type == "yarn") {
     RopeScaling& rs = c.rope_scaling;
@@ -467,6 +466,19 @@ std::vector<double> rope_inverse_frequencies(const ModelConfig& config) {
     return inv;
   }
   throw Error("rope: unsupported rope scaling type '" + rs.type + "'");
+}
+
+int64_t rope_long_factors_after(const ModelConfig& config) {
+  const RopeScaling& rs = config.rope_scaling;
+  if (rs.type != "longrope" || config.max_position_embeddings <= rs.original_max_position_embeddings) return 0;
+  return rs.original_max_position_embeddings;
+}
+
+std::vector<double> rope_long_inverse_frequencies(const ModelConfig& config) {
+  if (rope_long_factors_after(config) == 0) throw Error("rope: the model has no long rope factors");
+  ModelConfig long_factors = config;
+  long_factors.rope_scaling.short_factor = config.rope_scaling.long_factor;
+  return rope_inverse_frequencies(long_factors);
 }
 
 std::vector<double> rope_local_inverse_frequencies(const ModelConfig& config) {

@@ -146,7 +146,12 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
     be.upload(b.view(), inv.data(), inv.size() * sizeof(float));
     return b;
   };
-  s.inv_freq = upload_freqs(rope_inverse_frequencies(cfg));
+  std::vector<double> freqs = rope_inverse_frequencies(cfg);
+  if (rope_long_factors_after(cfg) > 0) {
+    const std::vector<double> long_freqs = rope_long_inverse_frequencies(cfg);
+    freqs.insert(freqs.end(), long_freqs.begin(), long_freqs.end());
+  }
+  s.inv_freq = upload_freqs(freqs);
   if (cfg.rope_local_theta > 0) s.inv_freq_local = upload_freqs(rope_local_inverse_frequencies(cfg));
   Staging big(w, wt), small(w, DType::F32);
 

@@ -60,7 +60,8 @@ struct LlamaShard {
   Range shared_inter_range;   // this rank's slice of the shared expert (Qwen2-MoE), else empty
   Range q_head_range, kv_head_range, inter_range, expert_inter_range, vocab_range;
   int64_t vocab_shard_max = 0;   // largest vocab shard over the TP group (for padded gathers)
-  Buffer inv_freq;               // RoPE, F32 [head_dim / 2]
+  Buffer inv_freq;               // RoPE, F32 [tables][head_dim / 2]: the frequencies, then longrope's long
+                                 // factors' (StepBatch::rope_tables 1) when the model has them
   Buffer inv_freq_local;         // the sliding layers' RoPE when it differs (Gemma 3), else empty
   Buffer embedding;              // [vocab shard, H] (first stage; with tied weights also the LM head)
   Buffer lm_head;                // [vocab shard, H] unless tied

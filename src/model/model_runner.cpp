@@ -61,9 +61,22 @@ BufferView ModelRunner::hidden_input(int64_t rows) {
   return scratch(x_, static_cast<size_t>(rows * shard_.config.hidden_size), act_);
 }
 
+void ModelRunner::check_rope_tables(const StepInputs& in) const {
+  if (in.rope_tables.empty()) return;
+  if (static_cast<int64_t>(in.rope_tables.size()) != in.rows())
+    throw Error("internal error: step rope tables do not match its rows");
+  const size_t half = static_cast<size_t>(shard_.config.head_dim / 2);
+  size_t tables = shard_.inv_freq.count() / half;
+  if (!shard_.inv_freq_local.empty()) tables = std::min(tables, shard_.inv_freq_local.count() / half);
+  for (int32_t t : in.rope_tables)
+    if (t < 0 || static_cast<size_t>(t) >= tables)
+      throw Error("internal error: step rope table " + std::to_string(t) + " of " + std::to_string(tables));
+}
+
 void ModelRunner::run_stage(const StepInputs& in) {
   const int64_t rows = in.rows(), H = shard_.config.hidden_size;
   if (static_cast<int64_t>(in.positions.size()) != rows) throw Error("internal error: step positions do not match its rows");
+  check_rope_tables(in);
   // One upload per step: ids, positions, block tables and logit requests.
   seqs_ = in.attention_seqs();
   logit_rows_.clear();
@@ -72,7 +85,7 @@ void ModelRunner::run_stage(const StepInputs& in) {
     logit_rows_.push_back(r.row);
     logit_targets_.push_back(r.target);
   }
-  be_.begin_step(StepBatch{in.tokens, in.positions, seqs_, logit_rows_, logit_targets_});
+  be_.begin_step(StepBatch{in.tokens, in.positions, seqs_, logit_rows_, logit_targets_, in.rope_tables});
   BufferView x = hidden_input(rows);
   if (first_stage()) {
     be_.embedding(shard_.embedding.view(), shard_.vocab_range.begin, shard_.vocab_range.end, H, x);

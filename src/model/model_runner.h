@@ -52,6 +52,8 @@ class ModelRunner {
 
  private:
   void layer_forward(size_t layer, int64_t rows);
+  // The step's rope_tables: one a row (or none), each a table the shard's frequencies hold.
+  void check_rope_tables(const StepInputs& inputs) const;
   void draw_pass(const StepInputs& inputs, int64_t p0, int64_t n, BufferView logits, std::vector<LogitResult>& results);
   BufferView scratch(Buffer& b, size_t count, DType dtype);
 

@@ -17,8 +17,9 @@ struct ShardElements {
   // checkpoint has it, which a Llama checkpoint with attention_bias does. F32, counted in the bytes
   // only (shard_parameter_count has never counted it).
   int64_t o_proj_bias = 0;
-  // RoPE inverse frequencies (LlamaShard counts them with its weights): [head_dim / 2], and the
-  // sliding layers' own table when they have one. F32, not parameters.
+  // RoPE inverse frequencies (LlamaShard counts them with its weights): [head_dim / 2], the
+  // sliding layers' own table when they have one, and longrope's long factors' table. F32, not
+  // parameters.
   int64_t rope_tables = 0;
 };
 
@@ -54,7 +55,7 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
   }
   if (cfg.mlp_bias) per_layer_f32 += 2 * inter + H;  // gate/up slices, the whole down bias
   e.norms_biases = layers * per_layer_f32;
-  e.rope_tables = (hd / 2) * (cfg.rope_local_theta > 0 ? 2 : 1);
+  e.rope_tables = (hd / 2) * (1 + (cfg.rope_local_theta > 0) + (rope_long_factors_after(cfg) > 0));
   const bool tied = cfg.tie_word_embeddings;
   if (place.has_embedding) e.linear += vocab * H;
   if (place.has_lm_head) {

@@ -31,6 +31,7 @@ void get_vec(const std::string& in, size_t& at, std::vector<T>& v) {
 void StepInputs::clear() {
   tokens.clear();
   positions.clear();
+  rope_tables.clear();
   seqs.clear();
   block_ids.clear();
   logits.clear();
@@ -53,6 +54,7 @@ std::string StepInputs::serialize() const {
   std::string out;
   put_vec(out, tokens);
   put_vec(out, positions);
+  put_vec(out, rope_tables);
   put_vec(out, seqs);
   put_vec(out, block_ids);
   put_vec(out, logits);
@@ -66,6 +68,7 @@ StepInputs StepInputs::deserialize(const std::string& bytes) {
   size_t at = 0;
   get_vec(bytes, at, s.tokens);
   get_vec(bytes, at, s.positions);
+  get_vec(bytes, at, s.rope_tables);
   get_vec(bytes, at, s.seqs);
   get_vec(bytes, at, s.block_ids);
   get_vec(bytes, at, s.logits);

@@ -50,6 +50,7 @@ struct StepSeqSlice {
 struct StepInputs {
   std::vector<int32_t> tokens;       // [rows]
   std::vector<int32_t> positions;    // [rows]
+  std::vector<int32_t> rope_tables;  // [rows] or empty: StepBatch::rope_tables (1: longrope's long factors)
   std::vector<StepSeqSlice> seqs;    // rows are laid out sequence after sequence
   std::vector<int32_t> block_ids;
   std::vector<LogitRequest> logits;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every supported family on `device: cuda` on the emulated device against `device: cpu`:
-# generated models of the Llama, Qwen3, Phi-3, Gemma 2, Gemma 3, Mixtral, Qwen3-MoE and Qwen2-MoE
+# generated models of the Llama, Qwen3, Phi-3 (longrope), Gemma 2, Gemma 3, Mixtral, Qwen3-MoE and Qwen2-MoE
 # shapes (sliding windows, soft-caps, q/k norms, fused projections, expert routing, a shared expert
 # all biting) at TP=1 and, for one dense and one MoE family, TP=2 over the NCCL stand-in. Random weights make nearly
 # every position a near tie, so greedy runs part ways early; the numerics are therefore checked by
@@ -18,7 +18,12 @@ source "$(dirname "$0")/lib_emu.sh"
 generated_model llama --heads 4 --kv-heads 2 --seed 20
 generated_model qwen3 --architecture Qwen3ForCausalLM --head-dim 32 --tie-word-embeddings 0 --seed 21
 generated_model phi3 --architecture Phi3ForCausalLM --heads 4 --kv-heads 2 --tie-word-embeddings 0 --seed 23
-patch_json "$WORK/phi3/config.json" 'c["sliding_window"] = 8'
+# longrope past an original context of 16: prompts and generations on both sides of it, and
+# generations crossing it (computed again with the long factors).
+patch_json "$WORK/phi3/config.json" '
+c["sliding_window"] = 8; c["original_max_position_embeddings"] = 16
+c["rope_scaling"] = {"type": "longrope", "short_factor": [1.0 + 0.25 * i for i in range(8)],
+                     "long_factor": [4.0 + i for i in range(8)]}'
 generated_model gemma2 --architecture Gemma2ForCausalLM --heads 4 --kv-heads 2 --head-dim 24 --seed 24
 patch_json "$WORK/gemma2/config.json" \
   'c.update(sliding_window=8, query_pre_attn_scalar=24, attn_logit_softcapping=0.8, final_logit_softcapping=6.0)'
@@ -46,6 +51,8 @@ for family in ${FAMILIES:-llama qwen3 phi3 gemma2 gemma3 mixtral qwen3moe qwen2m
   on cpu 1 "$WORK/gen.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-cpu.h5" \
     --set sampling.top_logprobs=5
   on cuda 1 "$WORK/gen.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-cuda.h5"
+  [ "$family" != phi3 ] || grep -q "long rope recomputed tokens: [1-9]" "$WORK/log" ||
+    fail "phi3: no generation crossed the original context: $(grep 'replica 0:' "$WORK/log")"
   # A MoE router facing a near tie may send a token elsewhere in bf16 and the texts part: their
   # greedy runs are compared through the scores below only.
   case $family in mixtral | qwen3moe | qwen2moe) ;; *) agree "$WORK/$family-cuda.h5" "$WORK/$family-cpu.h5" "$family generate, TP=1" "${TOL[@]}" ;; esac

@@ -266,6 +266,29 @@ TEST_F(CudaVsCpu, RopeAtTheStepsPositionsMatchesCpu) {
   }
 }
 
+// Phi-3 longrope: rows of one step turn by different tables (short and long factors).
+TEST_F(CudaVsCpu, RopeWithAFrequencyTablePerRowMatchesCpu) {
+  const int64_t hd = 96, rows = 5, heads = 3, stride = heads * hd;
+  std::vector<int32_t> tokens(rows, 0), pos = {0, 40, 40, 4096, 100000}, tables = {1, 0, 1, 1, 0};
+  StepBatch s;
+  s.tokens = tokens;
+  s.positions = pos;
+  s.rope_tables = tables;
+  begin_both(s);
+  Vec x = random(rows * stride, -2, 2), inv(hd);  // two tables of hd / 2
+  for (int64_t i = 0; i < hd / 2; ++i) {
+    inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+    inv[hd / 2 + i] = inv[i] / static_cast<float>(1.0 + i);
+  }
+  auto [cx, gx] = both(x);
+  Buffer ci = put(*cpu_, inv, DType::F32), gi = put(*gpu_, inv, DType::F32);
+  cpu_->rope(cx.view(), stride, heads, hd, ci.view());
+  gpu_->rope(gx.view(), stride, heads, hd, gi.view());
+  // The CPU honours the tables (tests/unit: RopeTurnsEachRowByItsTable); a kernel that read the
+  // first table for every row would be off by whole radians on rows 2 and 3.
+  EXPECT_LT(rel(get(*gpu_, gx), get(*cpu_, cx)), 1e-2);
+}
+
 TEST_F(CudaVsCpu, EmbeddingOfAVocabShardMatchesCpu) {
   const int64_t v0 = 100, v1 = 300, dim = 96;
   std::vector<int32_t> ids = {100, 299, 5, 300, 150, 1000, 123};

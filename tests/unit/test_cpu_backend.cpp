@@ -91,6 +91,23 @@ TEST(CpuBackend, RopeRotatesHalvesByPositionTimesFrequency) {
       }
 }
 
+TEST(CpuBackend, RopeTurnsEachRowByItsTable) {
+  auto be = tpbatch::make_cpu_backend();
+  const int64_t hd = 4, rows = 2;
+  std::vector<float> x(rows * hd, 0.0f);
+  x[0] = x[hd] = 1.0f;  // (1, 0) in the first pair of each row: becomes (cos, sin) of its angle
+  const std::vector<float> tables = {0.5f, 1.0f, 0.25f, 1.0f};  // two tables of hd / 2
+  std::vector<int32_t> pos = {4, 4}, ids(2, 0), which = {1, 0};
+  be->begin_step(StepBatch{ids, pos, {}, {}, {}, which});
+  Buffer bx = put(*be, x), binv = put(*be, tables);
+  be->rope(bx.view(), hd, 1, hd, binv.view());
+  x = get(*be, bx);
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);  // table 1: 4 * 0.25
+  EXPECT_NEAR(x[2], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[hd], std::cos(2.0), 1e-6);  // table 0: 4 * 0.5
+  EXPECT_NEAR(x[hd + 2], std::sin(2.0), 1e-6);
+}
+
 TEST(CpuBackend, SiluMulGatesUp) {
   auto be = tpbatch::make_cpu_backend();
   auto gu = random_vec(2 * 2 * 5, 6);

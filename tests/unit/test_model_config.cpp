@@ -235,22 +235,46 @@ TEST(ModelConfig, Qwen3HasQkNormAndItsOwnHeadDim) {
   EXPECT_EQ(c.model_type, "qwen3");
 }
 
-TEST(ModelConfig, Phi3IsFusedAndLongropeCapsTheContext) {
+namespace {
+json phi3_longrope_config() {
   json j = base_config();
   j["architectures"] = {"Phi3ForCausalLM"};
   j["max_position_embeddings"] = 512;
   j["original_max_position_embeddings"] = 128;
   j["rope_scaling"] = {{"type", "su"}, {"short_factor", std::vector<double>(4, 2.0)},
                        {"long_factor", std::vector<double>(4, 8.0)}};
+  return j;
+}
+}  // namespace
+
+TEST(ModelConfig, Phi3IsFusedWithLongropeShortFactorsWithinTheOriginalContext) {
+  json j = phi3_longrope_config();
   const ModelConfig c = parse(j);
   EXPECT_TRUE(c.fused_projections);
   EXPECT_EQ(c.rope_scaling.type, "longrope");
-  EXPECT_EQ(c.max_position_embeddings, 128);  // short factors only: see config.cpp
   EXPECT_NEAR(tpbatch::rope_attention_factor(c), std::sqrt(1.0 + std::log(4.0) / std::log(128.0)), 1e-12);
   const auto inv = tpbatch::rope_inverse_frequencies(c);
   EXPECT_NEAR(inv[1], 1.0 / std::pow(10000.0, 2.0 / 8.0) / 2.0, 1e-15);
   j["rope_scaling"]["short_factor"] = {1.0};
   EXPECT_NE(error_of(j).find("short_factor"), std::string::npos);
+}
+
+TEST(ModelConfig, LongropeKeepsTheWholeContextAndSwitchesToTheLongFactorsPastTheOriginal) {
+  const ModelConfig c = parse(phi3_longrope_config());
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_EQ(tpbatch::rope_long_factors_after(c), 128);
+  const auto inv = tpbatch::rope_long_inverse_frequencies(c);
+  EXPECT_NEAR(inv[1], 1.0 / std::pow(10000.0, 2.0 / 8.0) / 8.0, 1e-15);
+}
+
+TEST(ModelConfig, LongropeWithoutALongerContextNeverSwitches) {
+  json j = phi3_longrope_config();
+  j["max_position_embeddings"] = 128;
+  const ModelConfig c = parse(j);
+  EXPECT_EQ(tpbatch::rope_long_factors_after(c), 0);
+  EXPECT_DOUBLE_EQ(tpbatch::rope_attention_factor(c), 1.0);
+  json llama = base_config();
+  EXPECT_EQ(tpbatch::rope_long_factors_after(parse(llama)), 0);
 }
 
 TEST(ModelConfig, YarnFrequenciesRampBetweenTheCorrectionDimensions) {

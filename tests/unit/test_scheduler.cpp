@@ -136,6 +136,89 @@ TEST(Scheduler, UnderPipeliningASequenceIsNeverInTwoStepsAtOnce) {
   EXPECT_EQ(sched.steps_in_flight(), 2u);
 }
 
+// Longrope with an original context of 8 tokens: rope_tables of a step, per row.
+SchedulerLimits longrope_limits(int64_t max_batch_tokens = 64) {
+  SchedulerLimits lim{4, max_batch_tokens};
+  lim.long_rope_after = 8;
+  return lim;
+}
+
+void apply_argmax_7(Scheduler& sched, const tpbatch::StepInputs& in) {
+  sched.apply(std::vector<LogitResult>(in.logits.size(), LogitResult{7, 1.0f, 1.5f, 0.0f}), {}, 100);
+}
+
+TEST(Scheduler, APromptWithinTheOriginalContextTurnsByTheShortRopeFactors) {
+  KvBlockAllocator alloc(64, 4);
+  Scheduler sched(longrope_limits(), alloc);
+  sched.add(generating(0, 8, 1));
+  const auto in = sched.schedule();
+  EXPECT_EQ(in.rope_tables, std::vector<int32_t>(8, 0));
+}
+
+TEST(Scheduler, APromptLongerThanTheOriginalContextTurnsByTheLongRopeFactorsFromItsFirstToken) {
+  KvBlockAllocator alloc(64, 4);
+  Scheduler sched(longrope_limits(4), alloc);
+  sched.add(generating(0, 9, 1));
+  const auto first = sched.schedule();  // a chunk of 4: the sequence's length decides, not the chunk's
+  EXPECT_EQ(first.rope_tables, std::vector<int32_t>(4, 1));
+  apply_argmax_7(sched, first);
+  EXPECT_EQ(sched.long_rope_recomputed_tokens(), 0);
+}
+
+TEST(Scheduler, GenerationCrossingTheOriginalContextIsComputedAgainWithTheLongRopeFactors) {
+  KvBlockAllocator alloc(64, 4);
+  Scheduler sched(longrope_limits(), alloc);
+  sched.add(generating(0, 7, 4));
+  auto in = sched.schedule();  // the prompt: 7 tokens, short factors
+  EXPECT_EQ(in.rope_tables, std::vector<int32_t>(7, 0));
+  apply_argmax_7(sched, in);
+  in = sched.schedule();  // token 8 of 8: still within the original context
+  EXPECT_EQ(in.positions, std::vector<int32_t>{7});
+  EXPECT_EQ(in.rope_tables, std::vector<int32_t>{0});
+  apply_argmax_7(sched, in);
+  in = sched.schedule();  // 9 tokens: all of them again, from position 0, with the long factors
+  EXPECT_EQ(in.rows(), 9);
+  EXPECT_EQ(in.positions.front(), 0);
+  EXPECT_EQ(in.rope_tables, std::vector<int32_t>(9, 1));
+  ASSERT_EQ(in.logits.size(), 1u);  // and only the last row samples
+  EXPECT_EQ(in.logits[0].row, 8);
+  EXPECT_EQ(sched.long_rope_recomputed_tokens(), 8);
+  apply_argmax_7(sched, in);
+  in = sched.schedule();  // then one token a step again, still long
+  EXPECT_EQ(in.rope_tables, std::vector<int32_t>{1});
+  apply_argmax_7(sched, in);
+  auto done = sched.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0]->num_generated(), 4);
+  EXPECT_EQ(done[0]->logprobs.size(), 4u);  // one per generated token: the recomputation adds none
+  EXPECT_EQ(sched.long_rope_recomputed_tokens(), 8);
+  EXPECT_EQ(alloc.free_blocks(), alloc.num_blocks());
+}
+
+TEST(Scheduler, WithoutLongropeStepsCarryNoRopeTables) {
+  KvBlockAllocator alloc(64, 4);
+  Scheduler sched(SchedulerLimits{4, 64}, alloc);
+  sched.add(generating(0, 20, 1));
+  EXPECT_TRUE(sched.schedule().rope_tables.empty());
+}
+
+TEST(Scheduler, LongRopeSequencesNeitherShareNorPublishPrefixCacheBlocks) {
+  KvBlockAllocator alloc(64, 4, /*prefix_caching=*/true);
+  Scheduler sched(longrope_limits(), alloc);
+  sched.add(generating(0, 13, 1));  // long from the start
+  auto in = sched.schedule();
+  apply_argmax_7(sched, in);
+  EXPECT_EQ(alloc.cached_blocks(), 0);
+  sched.add(generating(1, 13, 1));  // the same tokens: computed, not shared
+  in = sched.schedule();
+  EXPECT_EQ(in.rows(), 13);
+  EXPECT_EQ(sched.prefix_cache_hit_tokens(), 0);
+  apply_argmax_7(sched, in);
+  sched.add(generating(2, 8, 1));  // short: publishes its blocks
+  apply_argmax_7(sched, sched.schedule());
+  EXPECT_EQ(alloc.cached_blocks(), 2);
+}
+
 TEST(Scheduler, LongestFirstAdmitsTheLongestWaitingPrompt) {
   KvBlockAllocator alloc(64, 4);
   SchedulerLimits lim{1, 64, 1, true};

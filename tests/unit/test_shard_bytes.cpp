@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
 #include "comm/communicator.h"
@@ -38,7 +41,19 @@ class NoCommunicator : public Communicator {
 struct Case {
   const char* name;
   MakeModelOptions options;
+  bool longrope = false;  // Phi-3 longrope past a shorter original context: a second RoPE table
 };
+
+void make_longrope(const fs::path& dir) {
+  nlohmann::json c;
+  std::ifstream(dir / "config.json") >> c;
+  const int64_t half = c["head_dim"].get<int64_t>() / 2;
+  c["original_max_position_embeddings"] = c["max_position_embeddings"].get<int64_t>() / 4;
+  c["rope_scaling"] = {{"type", "longrope"},
+                       {"short_factor", std::vector<double>(static_cast<size_t>(half), 1.5)},
+                       {"long_factor", std::vector<double>(static_cast<size_t>(half), 6.0)}};
+  std::ofstream(dir / "config.json") << c.dump(2);
+}
 
 std::vector<Case> cases() {
   MakeModelOptions tied;  // tiny: stories260K shapes, tied embeddings
@@ -75,7 +90,8 @@ std::vector<Case> cases() {
   qwen2_moe.mlp_only_layers = {1};
   return {{"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
           {"qwen3", qwen3}, {"phi3", phi3},     {"gemma", gemma},           {"gemma2", gemma2},
-          {"gemma3", gemma3}, {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}, {"qwen2_moe", qwen2_moe}};
+          {"gemma3", gemma3}, {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}, {"qwen2_moe", qwen2_moe},
+          {"phi3_longrope", phi3, true}};
 }
 
 TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {
@@ -84,6 +100,7 @@ TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {
     const fs::path dir = root / c.name;
     fs::remove_all(dir);
     make_model(dir, c.options);
+    if (c.longrope) make_longrope(dir);
     const ModelConfig cfg = load_model_config(dir);
     const WeightStore ws = WeightStore::open(dir);
     auto be = make_cpu_backend();

@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
   void begin_step(const StepBatch& s) override {
     tokens_.assign(s.tokens.begin(), s.tokens.end());
     positions_.assign(s.positions.begin(), s.positions.end());
+    rope_tables_.assign(s.rope_tables.begin(), s.rope_tables.end());
     logit_rows_.assign(s.logit_rows.begin(), s.logit_rows.end());
     targets_.assign(s.logit_targets.begin(), s.logit_targets.end());
     // The sequences' block tables are copied too: the caller's memory need not outlive the call.
@@ -113,8 +114,9 @@ class CpuBackend final : public Backend {
     const int64_t half = head_dim / 2, rows = static_cast<int64_t>(positions_.size());
     std::vector<float> cs(half), sn(half);
     for (int64_t r = 0; r < rows; ++r) {
+      const float* table = inv_freq + (rope_tables_.empty() ? 0 : rope_tables_[r] * half);
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(positions_[r]) * inv_freq[i];
+        const double angle = static_cast<double>(positions_[r]) * table[i];
         cs[i] = static_cast<float>(std::cos(angle));
         sn[i] = static_cast<float>(std::sin(angle));
       }
@@ -267,7 +269,7 @@ class CpuBackend final : public Backend {
   }
 
   HostMemory mem_;
-  std::vector<int32_t> tokens_, positions_, targets_, blocks_;
+  std::vector<int32_t> tokens_, positions_, rope_tables_, targets_, blocks_;
   std::vector<int64_t> logit_rows_;
   std::vector<AttentionSeq> seqs_;
 };

@@ -262,6 +262,9 @@ void CudaBackend::begin_step(const StepBatch& step) {
                   std::to_string(s.row_begin + s.num_rows) + ") outside the step's " + std::to_string(rows) + " rows");
     table_ints += static_cast<size_t>(s.num_blocks);
   }
+  if (!step.rope_tables.empty() && step.rope_tables.size() != rows)
+    throw Error("CUDA backend: begin_step: " + std::to_string(step.rope_tables.size()) + " rope tables for " +
+                std::to_string(rows) + " rows");
   for (int64_t r : step.logit_rows)
     if (r < 0 || static_cast<size_t>(r) >= rows)
       throw Error("CUDA backend: begin_step: logit row " + std::to_string(r) + " outside the step's " +
@@ -270,7 +273,9 @@ void CudaBackend::begin_step(const StepBatch& step) {
   // Section offsets in int32 elements.
   const size_t o_tokens = 0;
   const size_t o_positions = o_tokens + align4(rows);
-  const size_t o_attn = o_positions + align4(rows);
+  const bool rope_tables = !step.rope_tables.empty();
+  const size_t o_rope_tables = o_positions + align4(rows);
+  const size_t o_attn = o_rope_tables + (rope_tables ? align4(rows) : 0);
   const size_t o_tables = o_attn + align4(3 * rows);
   const size_t o_row_begin = o_tables + align4(std::max<size_t>(table_ints, 1));
   const size_t o_num_rows = o_row_begin + align4(num_seqs);
@@ -290,6 +295,7 @@ void CudaBackend::begin_step(const StepBatch& step) {
 
   for (size_t r = 0; r < step.tokens.size(); ++r) h[o_tokens + r] = step.tokens[r];
   for (size_t r = 0; r < step.positions.size(); ++r) h[o_positions + r] = step.positions[r];
+  for (size_t r = 0; r < step.rope_tables.size(); ++r) h[o_rope_tables + r] = step.rope_tables[r];
   auto* attn = reinterpret_cast<kernels::AttentionRow*>(h + o_attn);
   for (size_t r = 0; r < rows; ++r) attn[r] = {-1, 0, 0};
   int32_t* tables = h + o_tables;
@@ -328,6 +334,7 @@ void CudaBackend::begin_step(const StepBatch& step) {
   step_.num_logit_rows = static_cast<int64_t>(num_logit);
   step_.tokens = d + o_tokens;
   step_.positions = d + o_positions;
+  step_.rope_tables = rope_tables ? d + o_rope_tables : nullptr;
   step_.attn_rows = reinterpret_cast<const kernels::AttentionRow*>(d + o_attn);
   step_.tables = d + o_tables;
   step_.seq_row_begin = d + o_row_begin;
