@@ -253,7 +253,7 @@ bool is_gemma(const std::string& architecture) {
   return architecture == "GemmaForCausalLM" || architecture == "Gemma2ForCausalLM" || architecture == "Gemma3ForCausalLM";
 }
 
-// The architecture family (architectures[0]), its model_type, and no quantization.
+// The architecture family (architectures[0]), its model_type, and how it is quantized.
 void parse_architecture(const Reader& r, ModelConfig& c) {
   if (!r.obj.contains("architectures")) r.fail("architectures", "missing");
   const json& arch = r.obj.at("architectures");
@@ -289,8 +289,7 @@ void parse_architecture(const Reader& r, ModelConfig& c) {
   }
   c.model_type = r.string_or("model_type", default_type);
 
-  if (r.obj.contains("quantization_config"))
-    r.fail("quantization_config", "quantized checkpoints are not supported (only F32/F16/BF16 weights)");
+  if (r.present("quantization_config")) c.quantization = parse_quantization_config(r.obj.at("quantization_config"), r.file);
 }
 
 // Attention and MLP shapes, and the vocabulary and context they imply.

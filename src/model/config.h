@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "model/quantization.h"
+
 namespace tpbatch {
 
 struct RopeScaling {
@@ -36,6 +38,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
+  QuantizationConfig quantization;          // quantization_config; method empty when there is none
   bool attention_bias = false;              // q/k/v biases (Qwen2)
   bool mlp_bias = false;                    // gate/up/down biases (Llama's mlp_bias)
   int64_t sliding_window = 0;               // 0 = none

@@ -1,0 +1,94 @@
+// fp8 (e4m3) weights with fp32 scales, dequantized a few rows at a time into fp32 for gemm.cpp's
+// kernels: value * scale, one fp32 multiply, so the result equals a checkpoint dequantized ahead
+// (tools' --dequantize twin) bit for bit. A row is walked one scale group at a time, so the inner
+// loop is a plain vector loop with one scale.
+//
+// e4m3 -> fp32: the 7 exponent and mantissa bits moved to fp32's places and multiplied by 2^120
+// (the bias 7 -> 127), exact for subnormals too; 0x7f / 0xff are NaN (dtype.cpp's f8e4m3_to_f32).
+// As in gemm_avx2.cpp, every standard header comes BEFORE the target pragma.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/gemm_kernels.h"
+
+namespace tpbatch::cpu::detail {
+namespace {
+
+inline float fp8_portable(uint8_t b) {
+  const uint32_t mag = b & 0x7fu;
+  uint32_t bits = mag << 20;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  f *= 0x1.0p120f;
+  std::memcpy(&bits, &f, 4);
+  bits |= uint32_t(b & 0x80u) << 24;
+  bits = mag == 0x7fu ? 0x7fc00000u : bits;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Calls seg(c0, c1, scale) for the column ranges of weight row r that share a scale.
+template <typename Seg>
+inline void for_each_group(const GemmArgs& a, int64_t r, Seg&& seg) {
+  const float* sc = a.scales + r * a.groups;
+  for (int64_t c = 0; c < a.k;) {
+    const int64_t g = (c + a.phase) / a.group;
+    const int64_t end = std::min(a.k, (g + 1) * a.group - a.phase);
+    seg(c, end, sc[g]);
+    c = end;
+  }
+}
+
+}  // namespace
+
+void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = static_cast<const uint8_t*>(a.w) + (r0 + r) * a.ldw;
+    float* dst = out + r * a.k;
+    for_each_group(a, r0 + r, [&](int64_t c0, int64_t c1, float s) {
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) dst[c] = fp8_portable(src[c]) * s;
+    });
+  }
+}
+
+}  // namespace tpbatch::cpu::detail
+
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace tpbatch::cpu::detail {
+
+void dequant_fp8_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
+  const __m256i low7 = _mm256_set1_epi32(0x7f), top = _mm256_set1_epi32(0x80);
+  const __m256 rebias = _mm256_set1_ps(0x1.0p120f), nan = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* src = static_cast<const uint8_t*>(a.w) + (r0 + r) * a.ldw;
+    float* dst = out + r * a.k;
+    for_each_group(a, r0 + r, [&](int64_t c0, int64_t c1, float s) {
+      const __m256 sv = _mm256_set1_ps(s);
+      int64_t c = c0;
+      for (; c + 8 <= c1; c += 8) {
+        int64_t raw;
+        std::memcpy(&raw, src + c, 8);
+        const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(raw));
+        const __m256i mag = _mm256_and_si256(v, low7);
+        __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, 20)), rebias);
+        f = _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, top), 24)));
+        f = _mm256_blendv_ps(f, nan, _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, low7)));
+        _mm256_storeu_ps(dst + c, _mm256_mul_ps(f, sv));
+      }
+      for (; c < c1; ++c) dst[c] = fp8_portable(src[c]) * s;
+    });
+  }
+}
+
+}  // namespace tpbatch::cpu::detail
+
+#pragma GCC pop_options
+#endif  // TPBATCH_GEMM_HAVE_AVX2
