@@ -1,6 +1,7 @@
 // fp8 (e4m3) weights with scales: the conversions of dtype.h, and gemm_nt_scaled against gemm_nt
 // on the same weights dequantized ahead (value * scale in fp32): equal to the last bit on every
-// path and kernel family this CPU runs, for block, per-channel and column-sliced scale groups.
+// path and kernel family this CPU runs, for block, per-channel and column-sliced scale groups
+// (with m = 1 and groups on 8-column boundaries the kernel dequantizes in registers instead).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,7 +80,7 @@ TEST(GemmScaled, EqualsTheDequantizedWeightsOnEveryPathAndIsa) {
   const GemmIsa top = gemm_isa();
   for (int isa = 0; isa <= int(top); ++isa) {
     set_gemm_isa_for_testing(GemmIsa(isa));
-    for (Case c : {Case{128, 0}, Case{128, 50}, Case{300, 0}, Case{1000, 700}}) {
+    for (Case c : {Case{128, 0}, Case{128, 50}, Case{128, 64}, Case{8, 0}, Case{300, 0}, Case{304, 0}, Case{1000, 700}}) {
       const ScaledWeights w = make_scaled(n, k, c, rng);
       for (int64_t m : {1, 5, 17, 130}) {
         std::vector<float> x(size_t(m * k));

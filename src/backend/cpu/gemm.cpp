@@ -119,7 +119,13 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the others) and
 // computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
 // and every result equals the same weights dequantized ahead and run in fp32.
+// A single row of x (one sequence decoding) skips the scratch: its kernel dequantizes in registers,
+// to the same result.
 void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmPath path) {
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::fp8_rows_m1_avx2_takes(a))
+    return detail::fp8_rows_m1_avx2(a, n0, n1);
+#endif
   const int64_t slice = path == GemmPath::Panel ? std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16) : 16;
   thread_local std::vector<float> wide;
   wide.resize(size_t(slice * a.k));

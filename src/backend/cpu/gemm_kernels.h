@@ -34,6 +34,11 @@ void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* ou
 void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_fp8_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
+// One row of x against fp8 weights dequantized in registers (gemm_dequant.cpp): bit-identical to
+// the row-blocked fp32 kernel on the dequantized weights; takes m = 1 with scale groups on
+// 8-column boundaries.
+bool fp8_rows_m1_avx2_takes(const GemmArgs& a);
+void fp8_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 // Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64.
 void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX2 1
