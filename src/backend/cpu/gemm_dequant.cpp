@@ -81,7 +81,8 @@ inline __m256 fp8x8(const uint8_t* p) {
 
 // One row of x against R fp8 weight rows from row j, dequantized in registers: the same weights
 // (value * scale) met in the same order of FMAs and lane sums as gemm_avx2.cpp's fp32 block
-// kernel (R = 4 or 1 rows, one row of x, one pass over k, the k % 8 tail zero-padded), so the
+// kernel (blocks of 4 rows, or 1, one row of x, one pass over k, the k % 8 tail zero-padded; R = 8
+// is two such blocks side by side, for more independent FMA chains), so the
 // result is that kernel's on the dequantized slice to the last bit, at one byte read per weight.
 // Scale groups must start on 8-column boundaries. pf: the next block's rows, prefetched.
 template <int R>
@@ -89,11 +90,11 @@ inline void fp8_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
   const auto* w = static_cast<const uint8_t*>(a.w) + j * a.ldw;
   const float* sc = a.scales + j * a.groups;
   __m256 acc[R];
-  #pragma GCC unroll 4
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t k8 = a.k & ~int64_t(7);
   auto group_scales = [&](int64_t g, __m256 (&sv)[R]) __attribute__((always_inline)) {
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) sv[r] = _mm256_set1_ps(sc[r * a.groups + g]);
   };
   for (int64_t c = 0; c < k8;) {
@@ -102,11 +103,11 @@ inline void fp8_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
     group_scales(g, sv);
     for (int64_t kk = c; kk < end; kk += 8) {
       if (kk % 64 == 0) {
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(pf + r * a.ldw + kk), _MM_HINT_T0);
       }
       const __m256 xv = _mm256_loadu_ps(a.x + kk);
-      #pragma GCC unroll 4
+      #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(fp8x8(w + r * a.ldw + kk), sv[r]), xv, acc[r]);
     }
@@ -119,17 +120,19 @@ inline void fp8_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
     alignas(32) float xt[8] = {};
     std::memcpy(xt, a.x + k8, size_t(tail) * 4);
     const __m256 xv = _mm256_load_ps(xt);
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       uint8_t wt[8] = {};
       std::memcpy(wt, w + r * a.ldw + k8, size_t(tail));
       acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(fp8x8(wt), sv[r]), xv, acc[r]);
     }
   }
-  if constexpr (R == 4)
-    _mm_storeu_ps(a.y + j, sum4(acc[0], acc[1], acc[2], acc[3]));
-  else
+  if constexpr (R % 4 == 0) {
+    #pragma GCC unroll 2
+    for (int r = 0; r < R; r += 4) _mm_storeu_ps(a.y + j + r, sum4(acc[r], acc[r + 1], acc[r + 2], acc[r + 3]));
+  } else {
     a.y[j] = sum1(acc[0]) + 0.0f;  // as the fp32 kernel writes a lone row (-0 becomes +0)
+  }
 }
 
 }  // namespace
@@ -139,6 +142,7 @@ bool fp8_rows_m1_avx2_takes(const GemmArgs& a) { return a.m == 1 && a.group % 8 
 void fp8_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1) {
   const auto* w = static_cast<const uint8_t*>(a.w);
   int64_t j = n0;
+  for (; j + 8 <= n1; j += 8) fp8_block_m1<8>(a, j, w + (j + 16 <= n1 ? j + 8 : j) * a.ldw);
   for (; j + 4 <= n1; j += 4) fp8_block_m1<4>(a, j, w + (j + 8 <= n1 ? j + 4 : j) * a.ldw);
   for (; j < n1; ++j) fp8_block_m1<1>(a, j, w + j * a.ldw);
 }
