@@ -9,6 +9,8 @@ Rows (tpbatch side):
   F32 32 sequences x (128 prompt + 128 new)     generated tok/s, best of 1 rank x 2 threads / TP=2 / DP=2
   BF16 decode, 1 sequence, 1 and 2 threads      vs the bf16 floor (half the bytes)
   BF16 32 x (128 + 128)                         as the F32 row, bf16 checkpoint
+  FP8 decode, 1 sequence, 1 and 2 threads       fp8-block projections (bf16 embeddings / LM head), vs
+                                                its floor, and its speed-up over the BF16 row
   decode throughput, 16 sequences vs 1, 1 thread ratio vs the ratio the bounds allow
   prefill, 512-token prompts, 1 thread          GEMM rate as a share of the 1-thread GEMM peak
 The 32 x (128+128) bound: prefill FLOPs / peak + 128 steps of max(weights / bw, step FLOPs / peak).
@@ -154,6 +156,10 @@ def main():
     for dt, path in models.items():
         if not os.path.exists(os.path.join(path, "model.safetensors")):
             sh([TP, "make-model", path, "--preset", "125m", "--dtype", "float32" if dt == "f32" else "bfloat16"])
+    # Not in `models`: llama.cpp's rows convert those to GGUF.
+    extra_models = {"fp8": os.path.join(WORK, "125m-fp8-block")}
+    if not os.path.exists(os.path.join(extra_models["fp8"], "model.safetensors")):
+        sh([TP, "make-model", extra_models["fp8"], "--preset", "125m", "--dtype", "bfloat16", "--quantize", "fp8-block"])
     cfg = json.load(open(os.path.join(models["f32"], "config.json")))
     H, I, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
     hd = H // cfg["num_attention_heads"]
@@ -188,7 +194,7 @@ def main():
     print("| --- | --- | --- | --- | --- | --- |")
 
     def decode(dt, threads, jsonl=jd, seqs=1):
-        m = run(models[dt], 1, jsonl, [f"sampling.max_new_tokens={DECODE_NEW}", f"engine.max_seqs={seqs}",
+        m = run(models.get(dt) or extra_models[dt], 1, jsonl, [f"sampling.max_new_tokens={DECODE_NEW}", f"engine.max_seqs={seqs}",
                                        f"engine.threads={threads}"])
         return seqs / m["tpot_p50_seconds"]
 
@@ -226,6 +232,18 @@ def main():
         fl = floor(m, 2)
         row(f"BF16, one sequence, decode, {t} thread{'s' if t > 1 else ''}", f"{tps:.1f} tok/s",
             f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= llama.cpp")
+
+    # fp8 projections: one byte per weight plus an F32 scale per 128 (one per output row and block),
+    # the embedding / LM head in bf16.
+    fp8_bytes = (params - V * H) * (1 + 4 / 128) + 2 * V * H
+    for t, m in ((1, m1), (2, m2)):
+        tps = decode("fp8", t)
+        results[("fp8", "tg", t)] = tps
+        fl = m["bw"] * 1e9 / fp8_bytes
+        bf = results[("bf16", "tg", t)]
+        row(f"FP8 (128x128 blocks), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
+            f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16; at most {2*params/fp8_bytes:.2f}x with a bf16 LM head)",
+            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 1.8x BF16")
 
     best, name, bnd, dec = batched("bf16")
     results[("bf16", "batched_wall", 2)] = best

@@ -151,6 +151,10 @@ int main(int argc, char** argv) {
   make->add_option("--norm-topk-prob", mm.norm_topk_prob, "Qwen3-MoE: renormalise the top-k weights (0 or 1)");
   make->add_option("--mlp-only-layers", mm.mlp_only_layers, "Qwen3-MoE: dense layers (comma-separated)")->delimiter(',');
   make->add_option("--seed", mm.seed);
+  make->add_option("--quantize", mm.quantize, "none | fp8-block | fp8-channel: linear layers written as fp8 with scales")
+      ->check(CLI::IsMember({"none", "fp8-block", "fp8-channel"}))
+      ->capture_default_str();
+  make->add_flag("--dequantize", mm.dequantize, "with --quantize: the same weights dequantized to float32 (the twin)");
 
   ExportOptions ex;
   auto* export_cmd = app.add_subcommand("export", "write a results file as JSON lines (OpenAI Batch API output or plain)");

@@ -252,9 +252,11 @@ void report_memory(const RankJob& r) {
   if (!r.log) return;
   const KvLayout& kv = runner.kv_layout();
   const int64_t kv_tokens = kv.num_blocks * kv.block_size;
-  log_info("weights: %.2f MiB per rank (min %.2f; backend %s, %s weights); resident %.1f MiB on rank 0",
+  const QuantizationConfig& quant = cfg.quantization;
+  const std::string linear = quant.quantized() ? ", linear layers F8_E4M3 (" + quant.describe() + ")" : "";
+  log_info("weights: %.2f MiB per rank (min %.2f; backend %s, %s weights%s); resident %.1f MiB on rank 0",
                most / (1 << 20), least / (1 << 20), r.plane->backend->name().c_str(),
-               dtype_name(runner.shard().weight_dtype), resident_mib());
+               dtype_name(runner.shard().weight_dtype), linear.c_str(), resident_mib());
   log_info("KV cache: %lld tokens per rank (%lld bytes per token per rank, %s); max concurrency %.1f "
                "for %lld-token rows",
                static_cast<long long>(kv_tokens),

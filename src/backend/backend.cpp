@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include "common/error.h"
+
 namespace tpbatch {
 
 void Buffer::reset() {
@@ -7,6 +9,10 @@ void Buffer::reset() {
   owner_ = nullptr;
   data_ = nullptr;
   count_ = 0;
+}
+
+void Backend::matmul_nt_scaled(BufferView, const ScaledWeightView&, BufferView, int64_t, int64_t, int64_t) {
+  throw Error("the " + name() + " backend does not run quantized (F8_E4M3) weights");
 }
 
 }  // namespace tpbatch

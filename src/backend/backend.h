@@ -86,6 +86,17 @@ struct DrawnToken {
 // the caller because the sampler lives above the backends. row_max: the row's largest logit or NaN.
 using HostDraw = std::function<int32_t(const float* logits, int64_t vocab, const DrawParams& params, float row_max)>;
 
+// Linear-layer weights stored as F8_E4M3 values [n][k] with fp32 scales (model/quantization.h):
+// weight[r][c] = value[r][c] * scales[r * groups + (c + phase) / group]. Every output row carries
+// its own row of scales, so any split or concatenation of rows (tensor parallelism, fused q|k|v)
+// keeps them exact; `phase` is where column 0 falls in its group when the columns are a slice
+// (row-parallel layers) that does not start on a group boundary.
+struct ScaledWeightView {
+  BufferView values;
+  BufferView scales;
+  int64_t groups = 1, group = 1, phase = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -115,6 +126,11 @@ class Backend {
   // y[m,n] = x[m,k] · w[n,k]ᵀ (w in Hugging Face [out, in] layout, any weight dtype; y in the
   // activation dtype or F32).
   virtual void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) = 0;
+  // The same with quantized weights (dequantized a slice at a time inside the GEMM). Only where
+  // runs_scaled_weights() (the CPU backend); the loader refuses quantized checkpoints elsewhere.
+  virtual bool runs_scaled_weights() const { return false; }
+  virtual void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
+                                int64_t k);
   // x[m,n] += bias[n]
   virtual void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) = 0;
   // x[i] += y[i]

@@ -1,21 +1,28 @@
 #pragma once
 // Element types of backend memory and of checkpoint tensors. Weights keep their storage type
-// (F32, BF16, F16); activations, logits and the KV cache are whatever the backend computes in.
+// (F32, BF16, F16, or F8_E4M3 with scales: model/quantization.h); activations, logits and the KV
+// cache are whatever the backend computes in.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace tpbatch {
 
-enum class DType : uint8_t { F32, F16, BF16, I32 };
+enum class DType : uint8_t { F32, F16, BF16, I32, F8E4M3 };
 
-inline size_t dtype_size(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16 ? 2 : 4; }
-const char* dtype_name(DType dtype);  // "F32", "F16", "BF16", "I32" (safetensors spelling)
+inline size_t dtype_size(DType dtype) {
+  return dtype == DType::F8E4M3 ? 1 : dtype == DType::F16 || dtype == DType::BF16 ? 2 : 4;
+}
+const char* dtype_name(DType dtype);  // "F32", "F16", "BF16", "I32", "F8_E4M3" (safetensors spelling)
 
 // bf16/fp16 <-> fp32, one element; to-16-bit rounds to nearest even (NaN stays NaN).
 float bf16_to_f32(uint16_t bits);
 uint16_t f32_to_bf16(float value);
 float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
+// OCP float8 e4m3fn (torch.float8_e4m3fn: no infinities, 0x7f / 0xff are NaN, largest 448) <->
+// fp32; to-fp8 rounds to nearest even and saturates at ±448, as quantizers clamp before casting.
+float f8e4m3_to_f32(uint8_t bits);
+uint8_t f32_to_f8e4m3(float value);
 
 }  // namespace tpbatch

@@ -159,7 +159,7 @@ std::string mlp_bias_families() {
   return out;
 }
 
-// The architecture family (architectures[0]), its model_type, and no quantization.
+// The architecture family (architectures[0]), its model_type, and how it is quantized.
 void parse_architecture(const Reader& r, ModelConfig& c) {
   if (!r.obj.contains("architectures")) r.fail("architectures", "missing");
   const json& arch = r.obj.at("architectures");
@@ -172,8 +172,7 @@ void parse_architecture(const Reader& r, ModelConfig& c) {
            "unsupported architecture '" + c.architecture + "' (supported: " + supported_architectures() + ")");
   c.model_type = r.string_or("model_type", family->model_type);
 
-  if (r.obj.contains("quantization_config"))
-    r.fail("quantization_config", "quantized checkpoints are not supported (only F32/F16/BF16 weights)");
+  if (r.present("quantization_config")) c.quantization = parse_quantization_config(r.obj.at("quantization_config"), r.file);
 }
 
 // Attention and MLP shapes, and the vocabulary and context they imply.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/model_family.h"  // supported_architectures()
+#include "model/quantization.h"
 
 namespace tpbatch {
 
@@ -38,6 +39,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
+  QuantizationConfig quantization;          // quantization_config; method empty when there is none
   bool attention_bias = false;              // q/k/v biases (Qwen2)
   bool mlp_bias = false;                    // gate/up/down biases (Llama's mlp_bias)
   int64_t sliding_window = 0;               // 0 = none

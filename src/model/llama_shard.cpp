@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "model/model_family.h"
+#include "model/weight_staging.h"
 
 namespace tpbatch {
 namespace {
@@ -13,45 +14,6 @@ namespace {
 std::string layer_name(int64_t layer, const char* suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
-
-// Gathers blocks of checkpoint tensors (converted to one dtype) into one host staging area, then
-// uploads it to a backend buffer in one copy: how fused tensors (q|k|v, gate|up) are built.
-class Staging {
- public:
-  Staging(const WeightStore& w, DType dtype) : w_(w), dtype_(dtype) {}
-
-  // Rows [row0, row0+nrows) x columns [col0, col0+ncols) of a tensor, appended.
-  Staging& rows(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
-    const size_t at = bytes_.size();
-    bytes_.resize(at + static_cast<size_t>(nrows * ncols) * dtype_size(dtype_));
-    w_.read(name, row0, nrows, col0, ncols, dtype_, bytes_.data() + at);
-    return *this;
-  }
-  Staging& all(const std::string& name, int64_t cols) { return rows(name, 0, 1, 0, cols); }
-  // Adds `x` to every staged element (F32 staging only): Gemma's (1 + weight) norms.
-  Staging& plus(float x) {
-    if (dtype_ != DType::F32) throw Error("internal error: Staging::plus on a non-F32 staging");
-    for (size_t i = 0; i + 4 <= bytes_.size(); i += 4) {
-      float f;
-      std::memcpy(&f, bytes_.data() + i, 4);
-      f += x;
-      std::memcpy(bytes_.data() + i, &f, 4);
-    }
-    return *this;
-  }
-
-  Buffer upload(Backend& be) {
-    Buffer b = be.alloc(bytes_.size() / dtype_size(dtype_), dtype_);
-    if (!bytes_.empty()) be.upload(b.view(), bytes_.data(), bytes_.size());
-    bytes_.clear();
-    return b;
-  }
-
- private:
-  const WeightStore& w_;
-  DType dtype_;
-  std::vector<char> bytes_;
-};
 
 // A sparse MoE block's router (whole) and, of the experts this rank holds (`held`: all of them
 // under parallel.experts: tensor, a block under expert), its slice of each: gate and up rows
@@ -62,7 +24,7 @@ class Staging {
 // mlp.shared_expert.{gate_proj, up_proj, down_proj} (sliced by `shared`) and
 // mlp.shared_expert_gate, a row under the router's.
 void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, Range held, Range slice, Range shared,
-                  Staging& big, Backend& be, LayerShard& L) {
+                  WeightStaging& big, Backend& be, LayerShard& L) {
   const bool mixtral = model_family(cfg.architecture).moe == MoeRule::kMixtral;
   const std::string block = "model.layers." + std::to_string(layer) + (mixtral ? ".block_sparse_moe." : ".mlp.");
   const int64_t H = cfg.hidden_size, E = cfg.num_experts, I = cfg.expert_intermediate_size;
@@ -82,13 +44,13 @@ void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, R
     if (shared.size() == 0)
       throw Error("the shared expert's width shared_expert_intermediate_size " + std::to_string(SI) +
                   " is smaller than the tensor-parallel degree: every rank needs a slice of it");
-    L.router = big.rows(block + "gate.weight", 0, E, 0, H).rows(block + "shared_expert_gate.weight", 0, 1, 0, H).upload(be);
+    L.router = big.rows(block + "gate.weight", 0, E, 0, H).rows(block + "shared_expert_gate.weight", 0, 1, 0, H).upload_linear(be);
     L.shared_gu = big.rows(se + "gate_proj.weight", shared.begin, shared.size(), 0, H)
                       .rows(se + "up_proj.weight", shared.begin, shared.size(), 0, H)
-                      .upload(be);
-    L.shared_down = big.rows(se + "down_proj.weight", 0, H, shared.begin, shared.size()).upload(be);
+                      .upload_linear(be);
+    L.shared_down = big.rows(se + "down_proj.weight", 0, H, shared.begin, shared.size()).upload_linear(be);
   } else {
-    L.router = big.rows(block + "gate.weight", 0, E, 0, H).upload(be);
+    L.router = big.rows(block + "gate.weight", 0, E, 0, H).upload_linear(be);
   }
   for (int64_t e = 0; e < E; ++e) {
     const std::string p = block + "experts." + std::to_string(e) + ".";
@@ -99,8 +61,8 @@ void load_experts(const ModelConfig& cfg, const WeightStore& w, int64_t layer, R
     w.expect_shape(up, {I, H});
     w.expect_shape(down, {H, I});
     if (e < held.begin || e >= held.end) continue;
-    L.expert_gu.push_back(big.rows(gate, e0, ne, 0, H).rows(up, e0, ne, 0, H).upload(be));
-    L.expert_down.push_back(big.rows(down, 0, H, e0, ne).upload(be));
+    L.expert_gu.push_back(big.rows(gate, e0, ne, 0, H).rows(up, e0, ne, 0, H).upload_linear(be));
+    L.expert_down.push_back(big.rows(down, 0, H, e0, ne).upload_linear(be));
   }
 }
 
@@ -153,7 +115,7 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   }
   s.inv_freq = upload_freqs(freqs);
   if (cfg.rope_local_theta > 0) s.inv_freq_local = upload_freqs(rope_local_inverse_frequencies(cfg));
-  Staging big(w, wt), small(w, DType::F32);
+  WeightStaging big(w, wt, cfg.quantization), small(w, DType::F32, cfg.quantization);
 
   const int64_t V = cfg.vocab_size, I = cfg.intermediate_size;
   const bool lm_head_tied = cfg.tie_word_embeddings || !w.has("lm_head.weight");
@@ -200,8 +162,8 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       const std::string qkv = name("self_attn.qkv_proj.weight"), gu = name("mlp.gate_up_proj.weight");
       w.expect_shape(qkv, {Q + 2 * KV, H});
       w.expect_shape(gu, {2 * I, H});
-      L.wqkv = big.rows(qkv, q0, nq, 0, H).rows(qkv, Q + k0, nk, 0, H).rows(qkv, Q + KV + k0, nk, 0, H).upload(be);
-      L.wgu = big.rows(gu, i0, ni, 0, H).rows(gu, I + i0, ni, 0, H).upload(be);
+      L.wqkv = big.rows(qkv, q0, nq, 0, H).rows(qkv, Q + k0, nk, 0, H).rows(qkv, Q + KV + k0, nk, 0, H).upload_linear(be);
+      L.wgu = big.rows(gu, i0, ni, 0, H).rows(gu, I + i0, ni, 0, H).upload_linear(be);
     } else {
       w.expect_shape(name("self_attn.q_proj.weight"), {Q, H});
       w.expect_shape(name("self_attn.k_proj.weight"), {KV, H});
@@ -209,13 +171,13 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       L.wqkv = big.rows(name("self_attn.q_proj.weight"), q0, nq, 0, H)
                    .rows(name("self_attn.k_proj.weight"), k0, nk, 0, H)
                    .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
-                   .upload(be);
+                   .upload_linear(be);
       if (moe) {
         load_experts(cfg, w, layer, s.expert_range, s.expert_inter_range, s.shared_inter_range, big, be, L);
       } else {
         w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
         w.expect_shape(name("mlp.up_proj.weight"), {I, H});
-        L.wgu = big.rows(name("mlp.gate_proj.weight"), i0, ni, 0, H).rows(name("mlp.up_proj.weight"), i0, ni, 0, H).upload(be);
+        L.wgu = big.rows(name("mlp.gate_proj.weight"), i0, ni, 0, H).rows(name("mlp.up_proj.weight"), i0, ni, 0, H).upload_linear(be);
       }
     }
     if (cfg.attention_bias) {
@@ -238,8 +200,8 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
       L.bgu = small.rows(name("mlp.gate_proj.bias"), 0, 1, i0, ni).rows(name("mlp.up_proj.bias"), 0, 1, i0, ni).upload(be);
       L.bdown = small.all(name("mlp.down_proj.bias"), H).upload(be);
     }
-    L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, q0, nq).upload(be);
-    if (!moe) L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, i0, ni).upload(be);
+    L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, q0, nq).upload_linear(be);
+    if (!moe) L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, i0, ni).upload_linear(be);
     s.layers.push_back(std::move(L));
   }
   return s;

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "job/job_spec.h"
 #include "model/config.h"
+#include "model/linear_weight.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
 #include "model/shard_ranges.h"
@@ -22,29 +23,30 @@
 namespace tpbatch {
 
 // Weights are backend Buffers: linear layers and the embedding in the weight dtype (the storage
-// dtype unless the job asks for another), norms and biases in F32.
+// dtype unless the job asks for another), norms and biases in F32; a quantized checkpoint's linear
+// layers keep their F8_E4M3 values and scales whatever the job's dtype (LinearWeight).
 struct LayerShard {
   Buffer input_norm, post_norm;  // [H]; with sandwich norms post_norm follows attention (Gemma)
   Buffer pre_ffn_norm, post_ffn_norm;  // [H], sandwich norms only (Gemma 2/3)
   Buffer q_norm, k_norm;         // [head_dim], per-head q/k norms only (Qwen3, Gemma 3)
   Buffer bgu;                    // [2 * inter] gate then up biases, or empty (mlp_bias)
   Buffer bdown;                  // [H], or empty; added after the allreduce
-  Buffer wqkv;                   // [(q_heads + 2 kv_heads) * head_dim, H]
+  LinearWeight wqkv;             // [(q_heads + 2 kv_heads) * head_dim, H]
   Buffer bqkv;                   // same rows, or empty
-  Buffer wo;                     // [H, q_heads * head_dim]
+  LinearWeight wo;               // [H, q_heads * head_dim]
   Buffer bo;                     // [H] (Llama with attention_bias), added after the allreduce
-  Buffer wgu;                    // [2 * inter, H]: gate rows then up rows (dense layers)
-  Buffer wdown;                  // [H, inter]
+  LinearWeight wgu;              // [2 * inter, H]: gate rows then up rows (dense layers)
+  LinearWeight wdown;            // [H, inter]
   // Mixture-of-experts layers (Mixtral, Qwen3-MoE; wgu/wdown empty): the router, replicated on
   // every rank, and the experts this rank holds (LlamaShard::expert_range): under
   // parallel.experts: tensor every expert's gate/up rows and down columns of this rank, split like
   // the dense MLP; under expert whole experts, a block of them. Either way the rank's output is a
   // partial sum, and one allreduce completes the layer.
-  Buffer router;                     // [experts, H], then the shared expert's gate row [1, H] if any
-  std::vector<Buffer> expert_gu;     // per held expert [2 * expert_inter, H]: gate rows then up rows
-  std::vector<Buffer> expert_down;   // per held expert [H, expert_inter]
-  Buffer shared_gu;                  // Qwen2-MoE's shared expert, this rank's slice like the dense MLP:
-  Buffer shared_down;                // [2 * shared_inter, H] and [H, shared_inter]; else empty
+  LinearWeight router;           // [experts, H], then the shared expert's gate row [1, H] if any
+  std::vector<LinearWeight> expert_gu;    // per held expert [2 * expert_inter, H]: gate rows then up rows
+  std::vector<LinearWeight> expert_down;  // per held expert [H, expert_inter]
+  LinearWeight shared_gu;        // Qwen2-MoE's shared expert, this rank's slice like the dense MLP:
+  LinearWeight shared_down;      // [2 * shared_inter, H] and [H, shared_inter]; else empty
   bool is_moe() const { return !router.empty(); }
 };
 

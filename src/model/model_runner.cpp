@@ -112,7 +112,7 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
   // Attention block: ColumnParallel qkv -> (per-head q/k norms) -> RoPE -> paged attention ->
   // RowParallel o_proj -> allreduce.
   be_.rmsnorm(x, L.input_norm.view(), h, rows, H, eps);
-  be_.matmul_nt(h, L.wqkv.view(), qkv, rows, nqkv, H);
+  linear(be_, h, L.wqkv, qkv, rows, nqkv, H);
   if (!L.bqkv.empty()) be_.add_bias(qkv, L.bqkv.view(), rows, nqkv);
   if (!L.q_norm.empty()) {  // Qwen3, Gemma 3: before RoPE
     be_.rmsnorm_heads(qkv, rows, nqkv, shard_.q_heads, hd, L.q_norm.view(), eps);
@@ -126,7 +126,7 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
   be_.rope(qkv.at(nq), nqkv, shard_.kv_heads, hd, inv_freq);
   be_.paged_attention(qkv, nqkv, qkv.at(nq), qkv.at(nq + nk), nqkv, k_cache_[l].view(), v_cache_[l].view(), kv,
                       shard_.q_heads, attn);
-  be_.matmul_nt(attn, L.wo.view(), proj, rows, H, nq);
+  linear(be_, attn, L.wo, proj, rows, H, nq);
   tp_.allreduce_sum(proj, n * H);
   if (!L.bo.empty()) be_.add_bias(proj, L.bo.view(), rows, H);  // once, after the partial sums are reduced
 
@@ -146,14 +146,14 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
   if (L.is_moe()) {  // Mixtral, Qwen3-MoE: this rank's slices of the routed experts (model/moe.h)
     moe_.forward(be_, shard_, L, h, rows, proj);
   } else {
-    be_.matmul_nt(h, L.wgu.view(), gu, rows, 2 * I, H);
+    linear(be_, h, L.wgu, gu, rows, 2 * I, H);
     if (!L.bgu.empty()) be_.add_bias(gu, L.bgu.view(), rows, 2 * I);
     if (c.hidden_act == "gelu_pytorch_tanh") {
       be_.gelu_tanh_mul(gu, act, rows, I);
     } else {
       be_.silu_mul(gu, act, rows, I);
     }
-    be_.matmul_nt(act, L.wdown.view(), proj, rows, H, I);
+    linear(be_, act, L.wdown, proj, rows, H, I);
   }
   tp_.allreduce_sum(proj, n * H);
   if (!L.bdown.empty()) be_.add_bias(proj, L.bdown.view(), rows, H);

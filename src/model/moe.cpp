@@ -135,7 +135,7 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
   const int64_t E1 = E + shared;
   const MoeScratch need = moe_scratch(c, shard.placement, rows);
   BufferView logits = scratch(be, logits_, static_cast<size_t>(need.logits_f32), DType::F32);
-  be.matmul_nt(h, L.router.view(), logits, rows, E1, H);
+  linear(be, h, L.router, logits, rows, E1, H);
   host_logits_.resize(static_cast<size_t>(rows * E1));
   be.download(logits, host_logits_.data(), host_logits_.size() * sizeof(float));
   routing_ = route_tokens(host_logits_, rows, E, k, c.norm_topk_prob, E1);
@@ -157,13 +157,13 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
     for (int64_t e = held.begin; e < held.end; ++e) {
       const int64_t b = routing_.expert_begin[size_t(e)] - s0, m = routing_.expert_begin[size_t(e + 1)] - s0 - b;
       if (m == 0) continue;
-      be.matmul_nt(gathered.at(b * H), L.expert_gu[size_t(e - held.begin)].view(), gu.at(b * 2 * I), m, 2 * I, H);
+      linear(be, gathered.at(b * H), L.expert_gu[size_t(e - held.begin)], gu.at(b * 2 * I), m, 2 * I, H);
     }
     be.silu_mul(gu, a, n, I);  // each slot's row is [gate | up] of its expert
     for (int64_t e = held.begin; e < held.end; ++e) {
       const int64_t b = routing_.expert_begin[size_t(e)] - s0, m = routing_.expert_begin[size_t(e + 1)] - s0 - b;
       if (m == 0) continue;
-      be.matmul_nt(a.at(b * I), L.expert_down[size_t(e - held.begin)].view(), y.at(b * H), m, H, I);
+      linear(be, a.at(b * I), L.expert_down[size_t(e - held.begin)], y.at(b * H), m, H, I);
     }
   }
   // The shared expert (Qwen2-MoE): this rank's slice of it on every token, its rows after the
@@ -171,9 +171,9 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
   const int64_t SI = shard.shared_inter_range.size();
   if (shared) {
     BufferView sgu = gu.at(need.slots * 2 * I), sa = a.at(need.slots * I);
-    be.matmul_nt(h, L.shared_gu.view(), sgu, rows, 2 * SI, H);
+    linear(be, h, L.shared_gu, sgu, rows, 2 * SI, H);
     be.silu_mul(sgu, sa, rows, SI);
-    be.matmul_nt(sa, L.shared_down.view(), y.at((n + 1) * H), rows, H, SI);
+    linear(be, sa, L.shared_down, y.at((n + 1) * H), rows, H, SI);
   }
   // Each token: its k experts' outputs, weighted by the router. A choice of another rank's expert
   // reads a zero row with weight 0 (that rank adds it), so the allreduce sums each choice once.

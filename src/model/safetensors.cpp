@@ -42,6 +42,7 @@ bool parse_dtype(const std::string& s, DType& out) {
   if (s == "F32") out = DType::F32;
   else if (s == "F16") out = DType::F16;
   else if (s == "BF16") out = DType::BF16;
+  else if (s == "F8_E4M3") out = DType::F8E4M3;
   else return false;
   return true;
 }
@@ -100,7 +101,7 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* data, size_t f
     t.file = label;
     const std::string dt = e.at("dtype").get<std::string>();
     if (!parse_dtype(dt, t.dtype))
-      throw Error(where + ": unsupported dtype '" + dt + "' (supported: F32, F16, BF16)");
+      throw Error(where + ": unsupported dtype '" + dt + "' (supported: F32, F16, BF16, F8_E4M3)");
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : e.at("shape")) {
@@ -338,7 +339,12 @@ void WeightStore::read(const std::string& name, int64_t row0, int64_t nrows, int
     }
     return;
   }
-  if (to == DType::I32) throw Error(t.file + ": tensor '" + name + "' cannot be read as I32");
+  if (to == DType::I32 || to == DType::F8E4M3)
+    throw Error(t.file + ": tensor '" + name + "' cannot be read as " + dtype_name(to));
+  // fp8 values mean nothing without their scales (model/quantized_staging.h reads both).
+  if (t.dtype == DType::F8E4M3)
+    throw Error(t.file + ": tensor '" + name + "' is quantized (F8_E4M3) where config.json's quantization_config "
+                "expects an unquantized tensor");
   auto load = [&](const std::byte* p) -> float {
     uint16_t h;
     float f;

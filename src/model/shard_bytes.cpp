@@ -21,7 +21,49 @@ struct ShardElements {
   // sliding layers' own table when they have one, and longrope's long factors' table. F32, not
   // parameters.
   int64_t rope_tables = 0;
+  // A quantized checkpoint's projections (attention, MLP, experts; not routers, embeddings or the
+  // LM head), counted here instead of in linear: one byte each, and their F32 scales (one row of
+  // scale groups per output row, model/quantization.h). Experts' share of both in expert_*.
+  int64_t quantized = 0, scales = 0, expert_quantized = 0, expert_scales = 0;
 };
+
+// Moves a [rows, cols] slice (input columns from col0 of weight_cols) from linear to quantized.
+void quantized_slice(const QuantizationConfig& q, int64_t rows, int64_t col0, int64_t cols, int64_t weight_cols,
+                     int64_t times, ShardElements& e, bool expert) {
+  const int64_t values = times * rows * cols, scales = times * rows * q.scale_groups(col0, cols, weight_cols);
+  e.linear -= values;
+  e.quantized += values;
+  e.scales += scales;
+  if (!expert) return;
+  e.experts -= values;
+  e.expert_quantized += values;
+  e.expert_scales += scales;
+}
+
+// The projections of a quantized checkpoint, as the loader slices them (llama_shard.cpp).
+void count_quantized(const ModelConfig& cfg, const ShardPlacement& place, ShardElements& e) {
+  const QuantizationConfig& qc = cfg.quantization;
+  const int t = place.tensor, r = place.tp_rank;
+  const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
+  const Range qh = balanced_split(cfg.num_heads, t, r), in = balanced_split(cfg.intermediate_size, t, r);
+  const int64_t q = qh.size() * hd, kv = kv_heads_of_rank(cfg, t, r).size() * hd;
+  int64_t moe_layers = 0;
+  for (int64_t l = place.layers.begin; l < place.layers.end; ++l) moe_layers += cfg.is_moe_layer(l);
+  const int64_t layers = place.layers.size(), dense = layers - moe_layers;
+  quantized_slice(qc, q + 2 * kv, 0, H, H, layers, e, false);                             // q|k|v
+  quantized_slice(qc, H, qh.begin * hd, q, cfg.num_heads * hd, layers, e, false);         // o_proj
+  quantized_slice(qc, 2 * in.size(), 0, H, H, dense, e, false);                           // gate|up
+  quantized_slice(qc, H, in.begin, in.size(), cfg.intermediate_size, dense, e, false);   // down
+  if (moe_layers == 0) return;
+  const Range ei = expert_inter_of_rank(cfg, place), si = shared_expert_inter_of_rank(cfg, place);
+  const int64_t held = moe_layers * experts_of_rank(cfg, place).size();
+  quantized_slice(qc, 2 * ei.size(), 0, H, H, held, e, true);
+  quantized_slice(qc, H, ei.begin, ei.size(), cfg.expert_intermediate_size, held, e, true);
+  if (cfg.shared_expert_intermediate_size > 0) {
+    quantized_slice(qc, 2 * si.size(), 0, H, H, moe_layers, e, true);
+    quantized_slice(qc, H, si.begin, si.size(), cfg.shared_expert_intermediate_size, moe_layers, e, true);
+  }
+}
 
 ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place) {
   const int t = place.tensor, r = place.tp_rank;
@@ -62,6 +104,7 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
     e.norms_biases += H;                                        // final norm
     if (!(tied && place.has_embedding)) e.linear += vocab * H;  // own LM head, or the tied table on a later stage
   }
+  if (cfg.quantization.quantized()) count_quantized(cfg, place, e);
   return e;
 }
 
@@ -69,17 +112,19 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
 
 int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
   const ShardElements e = shard_elements(cfg, place);
-  return e.linear * static_cast<int64_t>(dtype_size(weight_dtype)) + (e.norms_biases + e.o_proj_bias + e.rope_tables) * 4;
+  return e.linear * static_cast<int64_t>(dtype_size(weight_dtype)) + e.quantized +
+         (e.norms_biases + e.o_proj_bias + e.rope_tables + e.scales) * 4;
 }
 
 int64_t shard_expert_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
-  return shard_elements(cfg, place).experts * static_cast<int64_t>(dtype_size(weight_dtype));
+  const ShardElements e = shard_elements(cfg, place);
+  return e.experts * static_cast<int64_t>(dtype_size(weight_dtype)) + e.expert_quantized + e.expert_scales * 4;
 }
 
 // Declared in model/llama_shard.h (for `plan`); defined here beside shard_weight_bytes, from the same count.
 int64_t shard_parameter_count(const ModelConfig& cfg, const ShardPlacement& place) {
   const ShardElements e = shard_elements(cfg, place);
-  return e.linear + e.norms_biases;
+  return e.linear + e.quantized + e.norms_biases;
 }
 
 int64_t kv_bytes_per_token_of_rank(const ModelConfig& cfg, int tensor, int tp_rank, int64_t layers, DType kv_dtype) {

@@ -14,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/dtype.h"
 #include "common/error.h"
+#include "tools/fp8_quantizer.h"
 #include "tools/make_tokenizer.h"
 
 namespace tpbatch {
@@ -282,39 +284,6 @@ inline float normal(uint64_t& state) {
   return (float(s) - 131070.0f) * 2.6429993e-05f;  // sqrt(3) / 65536
 }
 
-// ---- dtype conversion -----------------------------------------------------------------------------
-
-inline uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                                         // round to nearest even
-  return uint16_t(u >> 16);
-}
-
-inline uint16_t float_to_half(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000u;
-  uint32_t a = u & 0x7fffffffu;
-  uint16_t o;
-  if (a >= 0x47800000u) {  // >= 65536: inf or NaN
-    o = a > 0x7f800000u ? 0x7e00 : 0x7c00;
-  } else if (a < 0x38800000u) {  // below the smallest normal half: subnormal or zero
-    float af;
-    std::memcpy(&af, &a, 4);
-    af += 0.5f;  // ulp(0.5) = 2^-24 = the half subnormal unit; the FPU rounds to nearest even
-    uint32_t b;
-    std::memcpy(&b, &af, 4);
-    o = uint16_t(b - 0x3f000000u);
-  } else {
-    const uint32_t odd = (a >> 13) & 1u;
-    a += 0xc8000fffu + odd;  // rebias exponent (127 -> 15) and round to nearest even
-    o = uint16_t(a >> 13);
-  }
-  return uint16_t(o | sign);
-}
-
 // ---- tensors ----------------------------------------------------------------------------------------
 
 struct TensorSpec {
@@ -424,19 +393,27 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
     throw Error(path.string() + ": write failed");
 }
 
-void write_safetensors(const std::filesystem::path& path, const Resolved& r, uint64_t seed) {
+void write_safetensors(const std::filesystem::path& path, const Resolved& r, const MakeModelOptions& o) {
   const auto specs = tensor_specs(r);
   const char* st_dtype = r.dtype == "float32" ? "F32" : r.dtype == "bfloat16" ? "BF16" : "F16";
   const size_t es = r.dtype == "float32" ? 4 : 2;
+  const bool quantize = o.quantize != "none";
+  const Fp8Scheme scheme = quantize ? parse_fp8_scheme(o.quantize) : Fp8Scheme::Block;
+  if (o.dequantize && !quantize) throw Error("make-model: --dequantize needs --quantize (the format to round-trip)");
 
-  // Header: tensors laid out in name order (the header's keys are sorted too).
+  // Header: tensors laid out in name order (the header's keys are sorted too); a quantized one
+  // (tools/fp8_quantizer.h) is followed by its scale tensor.
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
   for (const auto& [name, spec] : specs) {
-    const uint64_t bytes = spec.numel() * es;
-    header[name] = {{"dtype", st_dtype}, {"shape", spec.shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+    if (!(quantize && fp8_quantizes(name))) {
+      const uint64_t bytes = spec.numel() * es;
+      header[name] = {{"dtype", st_dtype}, {"shape", spec.shape}, {"data_offsets", {offset, offset + bytes}}};
+      offset += bytes;
+    } else {
+      fp8_header_entries(header, offset, scheme, name, spec.shape, o.dequantize);
+    }
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text += ' ';
@@ -449,13 +426,21 @@ void write_safetensors(const std::filesystem::path& path, const Resolved& r, uin
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
   bool ok = std::fwrite(len, 1, 8, f.get()) == 8 && std::fwrite(text.data(), 1, text.size(), f.get()) == text.size();
+  auto put = [&](const void* data, size_t bytes) { ok = ok && std::fwrite(data, 1, bytes, f.get()) == bytes; };
 
   constexpr size_t kChunk = 1 << 18;
   std::vector<float> vals(kChunk);
   std::vector<unsigned char> bytes(kChunk * 4);
   for (const auto& [name, spec] : specs) {
-    uint64_t state = seed * 0x9e3779b97f4a7c15ull ^ fnv1a(name);
+    uint64_t state = o.seed * 0x9e3779b97f4a7c15ull ^ fnv1a(name);
     splitmix64(state);
+    if (quantize && fp8_quantizes(name)) {  // the whole tensor at once: its scales need every value
+      std::vector<float> w(size_t(spec.numel()));
+      for (float& v : w) v = spec.mean + spec.std * normal(state);
+      const auto out = fp8_file_bytes(scheme, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize);
+      put(out.data(), out.size());
+      continue;
+    }
     for (uint64_t done = 0, n = spec.numel(); ok && done < n;) {
       const size_t m = size_t(std::min<uint64_t>(kChunk, n - done));
       for (size_t i = 0; i < m; ++i) vals[i] = spec.mean + spec.std * normal(state);
@@ -463,16 +448,16 @@ void write_safetensors(const std::filesystem::path& path, const Resolved& r, uin
         std::memcpy(bytes.data(), vals.data(), m * 4);
       } else if (r.dtype == "bfloat16") {
         for (size_t i = 0; i < m; ++i) {
-          const uint16_t h = float_to_bf16(vals[i]);
+          const uint16_t h = f32_to_bf16(vals[i]);
           std::memcpy(bytes.data() + 2 * i, &h, 2);
         }
       } else {
         for (size_t i = 0; i < m; ++i) {
-          const uint16_t h = float_to_half(vals[i]);
+          const uint16_t h = f32_to_f16(vals[i]);
           std::memcpy(bytes.data() + 2 * i, &h, 2);
         }
       }
-      ok = std::fwrite(bytes.data(), 1, m * es, f.get()) == m * es;
+      put(bytes.data(), m * es);
       done += m;
     }
   }
@@ -495,11 +480,17 @@ void make_model(const std::filesystem::path& out_dir, const MakeModelOptions& op
   std::filesystem::create_directories(out_dir, ec);
   if (ec || !std::filesystem::is_directory(out_dir))
     throw Error(out_dir.string() + ": cannot create the output folder" + (ec ? ": " + ec.message() : std::string()));
-  write_text(out_dir / "config.json", config_json(r));
+  std::string config = config_json(r);
+  if (options.quantize != "none" && !options.dequantize) {
+    ordered_json j = ordered_json::parse(config);
+    j["quantization_config"] = fp8_quantization_config(parse_fp8_scheme(options.quantize));
+    config = j.dump(2) + "\n";
+  }
+  write_text(out_dir / "config.json", config);
   write_text(out_dir / "generation_config.json", generation_config_json());
   write_text(out_dir / "tokenizer.json", make_tokenizer_json(r.vocab));
   write_text(out_dir / "tokenizer_config.json", make_tokenizer_config_json(r.max_pos));
-  write_safetensors(out_dir / "model.safetensors", r, options.seed);
+  write_safetensors(out_dir / "model.safetensors", r, options);
 }
 
 }  // namespace tpbatch

@@ -32,6 +32,10 @@ struct MakeModelOptions {
   bool norm_topk_prob = true;
   std::vector<int64_t> mlp_only_layers;
   uint64_t seed = 1;
+  // none | fp8-block | fp8-channel (tools/fp8_quantizer.h): the linear layers written quantized;
+  // with `dequantize` the same weights dequantized to float32 instead (the quantized model's twin).
+  std::string quantize = "none";
+  bool dequantize = false;
 };
 
 void make_model(const std::filesystem::path& out_dir, const MakeModelOptions& options);

@@ -4,13 +4,18 @@
 # kv_bytes_per_token_per_rank are within 1% of the run's start-up lines
 #   weights: X MiB per rank ...        KV cache: N tokens per rank (B bytes per token per rank, DTYPE)
 # Jobs: a bf16 checkpoint with dtype auto (kept 16-bit), float32 (widened) and float16 (converted),
-# an fp16 checkpoint with dtype auto, and a bfloat16 KV cache.
+# an fp16 checkpoint with dtype auto, a bfloat16 KV cache, and fp8 checkpoints (block and per-channel
+# scales; intermediate 688 splits at TP=2 inside a 128-column scale block).
 source "$(dirname "$0")/lib.sh"
 
 "$TPBATCH" make-model "$WORK/bf16" --hidden-size 256 --intermediate-size 688 --layers 4 --heads 8 --kv-heads 4 \
   --head-dim 32 --dtype bfloat16 --seed 3 >/dev/null
 "$TPBATCH" make-model "$WORK/fp16" --hidden-size 256 --intermediate-size 688 --layers 4 --heads 8 --kv-heads 4 \
   --head-dim 32 --dtype float16 --seed 3 >/dev/null
+for q in fp8-block fp8-channel; do
+  "$TPBATCH" make-model "$WORK/$q" --hidden-size 256 --intermediate-size 688 --layers 4 --heads 8 --kv-heads 4 \
+    --head-dim 32 --dtype bfloat16 --quantize "$q" --seed 3 >/dev/null
+done
 echo '{"id": "a", "prompt": "Once upon a time"}' >"$WORK/prompts.jsonl"
 
 # check NAME MODEL TP SETS...: run the job and plan it; compare.
@@ -30,7 +35,7 @@ check() {
   "$PY" - "$name" "$tp" "$WORK/$name.log" "$WORK/$name.plan.json" <<'PYEOF'
 import json, re, sys
 name, tp, log, plan = sys.argv[1], int(sys.argv[2]), open(sys.argv[3]).read(), json.load(open(sys.argv[4]))
-w = re.search(r"weights: ([0-9.]+) MiB per rank \(min [0-9.]+; backend [^,]+, (\w+) weights\)", log)
+w = re.search(r"weights: ([0-9.]+) MiB per rank \(min [0-9.]+; backend [^,]+, (\w+) weights[),]", log)
 kv = re.search(r"KV cache: (\d+) tokens per rank \((\d+) bytes per token per rank, (\w+)\)", log)
 if not w or not kv:
     sys.exit(f"FAIL {name}: start-up lines not found in the log:\n{log}")
@@ -58,5 +63,7 @@ for tp in 1 2; do
   check "bf16_as_fp16_tp$tp" "$WORK/bf16" "$tp" device=cpu dtype=float16
   check "fp16_auto_tp$tp" "$WORK/fp16" "$tp" device=cpu
   check "bf16_kv_bf16_tp$tp" "$WORK/bf16" "$tp" device=cpu engine.kv_cache_dtype=bfloat16
+  check "fp8_block_tp$tp" "$WORK/fp8-block" "$tp" device=cpu
+  check "fp8_channel_tp$tp" "$WORK/fp8-channel" "$tp" device=cpu
 done
 echo PASS

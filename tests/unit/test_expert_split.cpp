@@ -192,9 +192,9 @@ TEST_F(ExpertShards, EachRankLoadsOnlyItsWholeExpertsAndThePlanCountsThem) {
             const LayerShard& L = s.layers[size_t(l)];
             if (!c.is_moe_layer(l)) continue;
             ASSERT_EQ(L.expert_gu.size(), size_t(4 / tensor)) << name;
-            EXPECT_EQ(L.expert_gu[0].count(), size_t(2 * c.expert_intermediate_size * c.hidden_size));
-            EXPECT_EQ(L.expert_down[0].count(), size_t(c.hidden_size * c.expert_intermediate_size));
-            EXPECT_EQ(L.router.count(), size_t(4 * c.hidden_size));  // replicated
+            EXPECT_EQ(L.expert_gu[0].values.count(), size_t(2 * c.expert_intermediate_size * c.hidden_size));
+            EXPECT_EQ(L.expert_down[0].values.count(), size_t(c.hidden_size * c.expert_intermediate_size));
+            EXPECT_EQ(L.router.values.count(), size_t(4 * c.hidden_size));  // replicated
           }
           EXPECT_EQ(static_cast<int64_t>(s.weight_bytes()), shard_weight_bytes(c, p, wt))
               << name << " TP " << tensor << " rank " << r;

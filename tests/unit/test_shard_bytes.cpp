@@ -1,6 +1,6 @@
 // The shapes-only byte counts `tpbatch plan` uses (model/shard_bytes.h) against what
 // load_llama_shard and ModelRunner really allocate, for every dtype, TP rank and pipeline stage of
-// small generated models (tied and untied, with and without q/k/v and o_proj biases).
+// small generated models (tied and untied, with and without q/k/v and o_proj biases, fp8).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -88,10 +88,16 @@ std::vector<Case> cases() {
   qwen2_moe.architecture = "Qwen2MoeForCausalLM";
   qwen2_moe.num_layers = 3;
   qwen2_moe.mlp_only_layers = {1};
+  // fp8 checkpoints: one byte per projection weight plus scales, at TP splits that start a
+  // row-parallel shard inside a 128-column scale block (intermediate 172 / 2), fused and MoE too.
+  MakeModelOptions fp8_block = untied, fp8_channel = untied, fp8_phi3 = phi3, fp8_moe = qwen2_moe;
+  for (MakeModelOptions* o : {&fp8_block, &fp8_phi3, &fp8_moe}) o->quantize = "fp8-block";
+  fp8_channel.quantize = "fp8-channel";
   return {{"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
           {"qwen3", qwen3}, {"phi3", phi3},     {"gemma", gemma},           {"gemma2", gemma2},
           {"gemma3", gemma3}, {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}, {"qwen2_moe", qwen2_moe},
-          {"phi3_longrope", phi3, true}};
+          {"phi3_longrope", phi3, true},
+          {"fp8_block", fp8_block}, {"fp8_channel", fp8_channel}, {"fp8_phi3", fp8_phi3}, {"fp8_qwen2_moe", fp8_moe}};
 }
 
 TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {

@@ -78,6 +78,20 @@ class CpuBackend final : public Backend {
     cpu::gemm_nt(f32(x, "matmul input"), w.data, w.dtype, f32_mut(y, "matmul output"), m, n, k);
   }
 
+  bool runs_scaled_weights() const override { return true; }
+
+  void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
+                        int64_t k) override {
+    Access a(mem_);
+    if (m == 0 || n == 0) return;
+    if (w.values.dtype != DType::F8E4M3 || w.scales.dtype != DType::F32)
+      throw Error(std::string("matmul_nt_scaled: weights must be F8_E4M3 with F32 scales, got ") +
+                  dtype_name(w.values.dtype) + " with " + dtype_name(w.scales.dtype));
+    cpu::gemm_nt_scaled(f32(x, "matmul input"), w.values.as<const uint8_t>(),
+                        cpu::GemmScales{w.scales.as<const float>(), w.groups, w.group, w.phase},
+                        f32_mut(y, "matmul output"), m, n, k);
+  }
+
   void add_bias(BufferView xv, BufferView bv, int64_t m, int64_t n) override {
     Access a(mem_);
     float* x = f32_mut(xv, "add_bias x");

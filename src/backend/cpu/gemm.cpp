@@ -20,6 +20,8 @@ namespace {
 
 using detail::GemmArgs;
 
+void run_gemm(const GemmArgs& a, GemmPath path);
+
 GemmIsa detected_isa() {
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
   __builtin_cpu_init();
@@ -113,6 +115,39 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
+// fp8 weights (F8E4M3 with scales): a slice of rows at a time is dequantized into a thread-local
+// fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the others) and
+// computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
+// and every result equals the same weights dequantized ahead and run in fp32.
+// A single row of x (one sequence decoding) skips the scratch: its kernel dequantizes in registers,
+// to the same result.
+void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmPath path) {
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::fp8_rows_m1_avx2_takes(a))
+    return detail::fp8_rows_m1_avx2(a, n0, n1);
+#endif
+  const int64_t slice = path == GemmPath::Panel ? std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16) : 16;
+  thread_local std::vector<float> wide;
+  wide.resize(size_t(slice * a.k));
+  for (int64_t j = n0; j < n1; j += slice) {
+    const int64_t rows = std::min(slice, n1 - j);
+    widen_kernel(isa, a, j, rows, wide.data());
+    GemmArgs f = a;
+    f.w = wide.data();
+    f.ldw = a.k;
+    f.wtype = DType::F32;
+    f.y = a.y + j;
+    f.n = rows;
+    f.scales = nullptr;
+    if (path == GemmPath::Panel)
+      panel_sgemm(isa, f, 0, rows);
+    else if (path == GemmPath::Broadcast)
+      broadcast_kernel(isa, f, 0, rows);
+    else
+      rows_kernel(isa, f, 0, rows);
+  }
+}
+
 // Where Auto switches paths (AVX2; the AVX-512 table follows). Measured with tpbatch_gemm_bench --threads 1 --clock cpu
 // --path row-blocked|broadcast|panel-sgemm on Zen 3 (streamed weights, min of 3 interleaved runs,
 // load average 2-5 from other jobs; us per call; up = 2048 x 768, down = 768 x 2048, lm_head =
@@ -183,9 +218,15 @@ int64_t broadcast_min_rows(GemmIsa isa, DType wtype) {
 }
 
 void check_args(const GemmArgs& a) {
-  if (a.wtype != DType::F32 && a.wtype != DType::BF16 && a.wtype != DType::F16)
-    throw std::invalid_argument(std::string("gemm_nt: weights must be F32, BF16 or F16, got ") +
+  if (a.wtype != DType::F32 && a.wtype != DType::BF16 && a.wtype != DType::F16 && a.wtype != DType::F8E4M3)
+    throw std::invalid_argument(std::string("gemm_nt: weights must be F32, BF16, F16 or F8_E4M3, got ") +
                                 dtype_name(a.wtype));
+  if ((a.wtype == DType::F8E4M3) != (a.scales != nullptr))
+    throw std::invalid_argument("gemm_nt: F8_E4M3 weights need scales, and only they take them");
+  if (a.scales && (a.group <= 0 || a.phase < 0 || a.phase >= a.group || a.groups < (a.k + a.phase + a.group - 1) / a.group))
+    throw std::invalid_argument("gemm_nt: scale groups (groups=" + std::to_string(a.groups) + " group=" +
+                                std::to_string(a.group) + " phase=" + std::to_string(a.phase) + ") do not cover k=" +
+                                std::to_string(a.k));
   if (a.m < 0 || a.n < 0 || a.k < 0)
     throw std::invalid_argument("gemm_nt: negative size m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                                 " k=" + std::to_string(a.k));
@@ -233,6 +274,7 @@ void reset_gemm_isa_for_testing() { g_isa_override.store(-1, std::memory_order_r
 
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k) {
   (void)n;
+  if (wtype == DType::F8E4M3) wtype = DType::F32;  // computed by the fp32 kernels on dequantized slices
   const GemmIsa isa = current_isa();
   if (m >= panel_min_rows(isa, wtype, k)) return GemmPath::Panel;
   if (m >= broadcast_min_rows(isa, wtype)) return GemmPath::Broadcast;
@@ -245,7 +287,25 @@ void gemm_nt(const float* x, const void* w, DType wtype, float* y, int64_t m, in
 
 void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtype, float* y, int64_t ldy, int64_t m,
              int64_t n, int64_t k, GemmPath path) {
-  const GemmArgs a{x, ldx, w, ldw, wtype, y, ldy, m, n, k};
+  run_gemm(GemmArgs{x, ldx, w, ldw, wtype, y, ldy, m, n, k}, path);
+}
+
+void gemm_nt_scaled(const float* x, const uint8_t* w, const GemmScales& s, float* y, int64_t m, int64_t n, int64_t k,
+                    GemmPath path) {
+  GemmArgs a{x, k, w, k, DType::F8E4M3, y, n, m, n, k};
+  a.scales = s.scales;
+  a.groups = s.groups;
+  a.group = s.group;
+  a.phase = s.phase;
+  run_gemm(a, path);
+}
+
+namespace {
+
+void run_gemm(const GemmArgs& a, GemmPath path) {
+  const int64_t m = a.m, n = a.n, k = a.k;
+  float* y = a.y;
+  const int64_t ldy = a.ldy;
   check_args(a);
   if (m == 0 || n == 0) return;
   if (k == 0) {
@@ -253,7 +313,7 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
     return;
   }
   const GemmIsa isa = current_isa();
-  if (path == GemmPath::Auto) path = gemm_auto_path(wtype, m, n, k);
+  if (path == GemmPath::Auto) path = gemm_auto_path(a.wtype, m, n, k);
   if (path == GemmPath::Panel && openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 
   // Threads split n in units of 16 weight rows; a problem too small to pay for waking the team
@@ -266,7 +326,9 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
   threads = int(std::min<int64_t>(threads, units));
   auto run_slice = [&](int t, int nt) {
     const int64_t n0 = std::min(n, units * t / nt * kUnit), n1 = std::min(n, units * (t + 1) / nt * kUnit);
-    if (path == GemmPath::Panel)
+    if (a.wtype == DType::F8E4M3)
+      scaled_slices(isa, a, n0, n1, path);
+    else if (path == GemmPath::Panel)
       panel_sgemm(isa, a, n0, n1);
     else if (path == GemmPath::Broadcast)
       broadcast_kernel(isa, a, n0, n1);
@@ -280,5 +342,7 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
 #pragma omp parallel num_threads(threads)
   run_slice(omp_get_thread_num(), omp_get_num_threads());
 }
+
+}  // namespace
 
 }  // namespace tpbatch::cpu

@@ -42,6 +42,16 @@ enum class GemmPath : uint8_t { Auto, RowBlocked, Broadcast, Panel };
 void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtype, float* y, int64_t ldy,
              int64_t m, int64_t n, int64_t k, GemmPath path = GemmPath::Auto);
 
+// Quantized weights: w is [n][k] F8_E4M3 values, weight[r][c] = fp8(w[r][c]) * scales[r * groups +
+// (c + phase) / group] (backend.h's ScaledWeightView). Computed like F32 weights on slices of rows
+// dequantized on the fly: the same result as dequantizing first, with one byte read per weight.
+struct GemmScales {
+  const float* scales = nullptr;
+  int64_t groups = 1, group = 1, phase = 0;
+};
+void gemm_nt_scaled(const float* x, const uint8_t* w, const GemmScales& scales, float* y, int64_t m, int64_t n,
+                    int64_t k, GemmPath path = GemmPath::Auto);
+
 // The path Auto takes for this shape and type, and its name ("row-blocked", "broadcast",
 // "panel-sgemm").
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k);

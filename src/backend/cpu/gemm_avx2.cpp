@@ -16,6 +16,7 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#include "backend/cpu/avx2_sums.h"       // after the pragma: compiled for this ISA
 #include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
@@ -44,20 +45,6 @@ struct Weights<DType::F16> {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
 };
-
-// The eight lanes of each of a, b, c, d summed: {Σa, Σb, Σc, Σd}.
-inline __m128 sum4(__m256 a, __m256 b, __m256 c, __m256 d) {
-  const __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
-  const __m256 abcd = _mm256_hadd_ps(ab, cd);
-  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
-inline float sum1(__m256 a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // acc[r][i] += w_r[kk..kk+8) · x_i[kk..kk+8) for R weight rows and MB rows of x. The loops over
 // r and i must unroll (the project builds with -O2, which would not) so acc stays in registers.
@@ -455,6 +442,7 @@ void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
     case DType::F32: widen_typed<DType::F32>(a, r0, rows, out); break;
     case DType::BF16: widen_typed<DType::BF16>(a, r0, rows, out); break;
     case DType::F16: widen_typed<DType::F16>(a, r0, rows, out); break;
+    case DType::F8E4M3: dequant_fp8_avx2(a, r0, rows, out); break;
     default: break;
   }
 }

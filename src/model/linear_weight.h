@@ -1,0 +1,30 @@
+#pragma once
+// The weights of one linear layer as a rank holds them: dense (F32, BF16 or F16), or quantized --
+// F8_E4M3 values with fp32 scales per output row and input-column group (backend.h's
+// ScaledWeightView; model/quantization.h says which checkpoints come so).
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace tpbatch {
+
+struct LinearWeight {
+  Buffer values;  // [n, k]
+  Buffer scales;  // [n, groups] F32; empty when dense
+  int64_t groups = 1, group = 1, phase = 0;
+
+  bool empty() const { return values.empty(); }
+  bool quantized() const { return !scales.empty(); }
+  size_t bytes() const { return values.bytes() + scales.bytes(); }
+  ScaledWeightView scaled_view() const { return {values.view(), scales.view(), groups, group, phase}; }
+};
+
+// y[m,n] = x[m,k] · wᵀ on the backend, whichever form w has.
+inline void linear(Backend& be, BufferView x, const LinearWeight& w, BufferView y, int64_t m, int64_t n, int64_t k) {
+  if (w.quantized())
+    be.matmul_nt_scaled(x, w.scaled_view(), y, m, n, k);
+  else
+    be.matmul_nt(x, w.values.view(), y, m, n, k);
+}
+
+}  // namespace tpbatch

@@ -1,0 +1,152 @@
+#include "model/quantization.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace tpbatch {
+namespace {
+
+using nlohmann::json;
+
+struct QuantReader {
+  const json& obj;
+  std::string file, prefix;  // prefix: "quantization_config." or a nested group's path
+
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw Error(file + ": key '" + prefix + key + "': " + why);
+  }
+  std::string string(const std::string& key) const {
+    if (!obj.contains(key)) fail(key, "missing");
+    if (!obj.at(key).is_string()) fail(key, "must be a string, got " + obj.at(key).dump());
+    return obj.at(key).get<std::string>();
+  }
+  int64_t integer(const std::string& key) const {
+    if (!obj.contains(key)) fail(key, "missing");
+    if (!obj.at(key).is_number_integer()) fail(key, "must be an integer, got " + obj.at(key).dump());
+    return obj.at(key).get<int64_t>();
+  }
+  // A [rows, cols] pair of positive integers (weight_block_size, block_structure).
+  void block(const std::string& key, QuantizationConfig& q) const {
+    const json& v = obj.at(key);
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+        v[0].get<int64_t>() <= 0 || v[1].get<int64_t>() <= 0)
+      fail(key, "must be two positive integers [rows, columns], got " + v.dump());
+    q.granularity = ScaleGranularity::Block;
+    q.block_rows = v[0].get<int64_t>();
+    q.block_cols = v[1].get<int64_t>();
+  }
+  std::vector<std::string> names(const std::string& key) const {
+    std::vector<std::string> out;
+    if (!obj.contains(key) || obj.at(key).is_null()) return out;
+    const json& v = obj.at(key);
+    if (!v.is_array()) fail(key, "must be a list of module names, got " + v.dump());
+    for (const json& e : v) {
+      if (!e.is_string()) fail(key, "must be a list of module names, got " + v.dump());
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+};
+
+// quant_method fp8 (transformers' FineGrainedFP8Config): e4m3 values, 2-D block scales.
+void parse_fp8(const QuantReader& r, QuantizationConfig& q) {
+  if (r.obj.contains("fmt") && r.string("fmt") != "e4m3")
+    r.fail("fmt", "'" + r.string("fmt") + "' is not supported (supported: e4m3)");
+  if (!r.obj.contains("weight_block_size") || r.obj.at("weight_block_size").is_null())
+    r.fail("weight_block_size", "missing: fp8 checkpoints without block scales are not supported (per-tensor and "
+                                "per-channel fp8 come as quant_method compressed-tensors)");
+  r.block("weight_block_size", q);
+  q.ignore = r.names("modules_to_not_convert");
+}
+
+// compressed-tensors (llm-compressor): one config group whose weights say what the scales are.
+void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
+  q.ignore = r.names("ignore");
+  if (!r.obj.contains("config_groups") || !r.obj.at("config_groups").is_object() || r.obj.at("config_groups").empty())
+    r.fail("config_groups", "missing or not an object of quantization groups");
+  const json& groups = r.obj.at("config_groups");
+  if (groups.size() != 1)
+    r.fail("config_groups", "has " + std::to_string(groups.size()) + " groups; one quantization scheme per model is supported");
+  const std::string gname = groups.begin().key();
+  const json& group = groups.begin().value();
+  const std::string gpath = r.prefix + "config_groups." + gname + ".";
+  if (!group.is_object() || !group.contains("weights") || !group.at("weights").is_object())
+    throw Error(r.file + ": key '" + gpath + "weights': missing or not an object");
+  const QuantReader w{group.at("weights"), r.file, gpath + "weights."};
+  const std::string type = w.string("type");
+  const int64_t bits = w.integer("num_bits");
+  if (type == "int" && bits == 8)
+    w.fail("type", "INT8 weights (W8A8) are recognised but not supported yet (supported: float 8-bit weights)");
+  if (type == "int" && bits == 4)
+    w.fail("num_bits", "4-bit integer weights (W4A16, pack-quantized) are recognised but not supported yet "
+                       "(supported: float 8-bit weights)");
+  if (type != "float" || bits != 8)
+    w.fail("type", "'" + type + "' with num_bits " + std::to_string(bits) +
+                       " is not supported (supported: float with num_bits 8)");
+  const std::string strategy = w.string("strategy");
+  if (strategy == "tensor") {
+    q.granularity = ScaleGranularity::Tensor;
+  } else if (strategy == "channel") {
+    q.granularity = ScaleGranularity::Channel;
+  } else if (strategy == "block") {
+    if (!w.obj.contains("block_structure")) w.fail("block_structure", "missing (strategy block)");
+    w.block("block_structure", q);
+  } else {
+    w.fail("strategy", "'" + strategy + "' is not supported (supported: tensor, channel, block)");
+  }
+}
+
+}  // namespace
+
+std::string QuantizationConfig::scale_tensor_name(const std::string& weight_name) const {
+  const std::string suffix = method == "fp8" ? "weight_scale_inv" : "weight_scale";
+  const std::string tail = "weight";
+  if (weight_name.size() >= tail.size() && weight_name.compare(weight_name.size() - tail.size(), tail.size(), tail) == 0)
+    return weight_name.substr(0, weight_name.size() - tail.size()) + suffix;
+  return weight_name + "_" + suffix;
+}
+
+std::vector<int64_t> QuantizationConfig::scale_shape(int64_t rows, int64_t cols) const {
+  switch (granularity) {
+    case ScaleGranularity::Tensor: return {1};
+    case ScaleGranularity::Channel: return {rows, 1};
+    case ScaleGranularity::Block: break;
+  }
+  return {(rows + block_rows - 1) / block_rows, (cols + block_cols - 1) / block_cols};
+}
+
+bool QuantizationConfig::scale_shape_matches(const std::vector<int64_t>& shape, int64_t rows, int64_t cols) const {
+  if (shape == scale_shape(rows, cols)) return true;
+  if (granularity == ScaleGranularity::Tensor) return shape.empty();
+  if (granularity == ScaleGranularity::Channel) return shape == std::vector<int64_t>{rows};
+  return false;
+}
+
+std::string QuantizationConfig::describe() const {
+  std::string g = granularity == ScaleGranularity::Tensor    ? "per tensor"
+                  : granularity == ScaleGranularity::Channel ? "per channel"
+                                                             : "block " + std::to_string(block_rows) + "x" +
+                                                                   std::to_string(block_cols);
+  return method + ": e4m3 values, scales " + g;
+}
+
+QuantizationConfig parse_quantization_config(const json& obj, const std::string& file) {
+  if (!obj.is_object()) throw Error(file + ": key 'quantization_config': must be an object, got " + obj.dump());
+  const QuantReader r{obj, file, "quantization_config."};
+  QuantizationConfig q;
+  q.method = r.string("quant_method");
+  if (q.method == "fp8") {
+    parse_fp8(r, q);
+  } else if (q.method == "compressed-tensors") {
+    parse_compressed_tensors(r, q);
+  } else if (q.method == "awq" || q.method == "gptq") {
+    r.fail("quant_method", "'" + q.method + "' (4-bit) is recognised but not supported yet (supported: fp8, "
+                           "compressed-tensors with float 8-bit weights)");
+  } else {
+    r.fail("quant_method", "unsupported quantization '" + q.method + "' (supported: fp8, compressed-tensors)");
+  }
+  return q;
+}
+
+}  // namespace tpbatch

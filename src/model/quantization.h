@@ -1,0 +1,56 @@
+#pragma once
+// How a checkpoint's linear layers are quantized, from config.json's quantization_config, and where
+// each quantized weight's scales are. What runs: 8-bit float (e4m3) weights with fp32 scales per
+// tensor, per output channel or per block, written by the formats people download:
+//   quant_method: fp8 with weight_block_size [bn, bk] (DeepSeek / Qwen3-FP8): X.weight_scale_inv
+//     [ceil(N/bn), ceil(K/bk)] (the factor the fp8 values are multiplied by, despite the name);
+//   quant_method: compressed-tensors, float 8-bit weights (strategy tensor, channel or block):
+//     X.weight_scale [1] (or []), [N, 1] or [ceil(N/bn), ceil(K/bk)].
+// Activations stay fp32 on the CPU whatever the activation scheme says (static input_scale
+// tensors are not read), so the result is the dequantized weights' to fp32 accumulation order.
+// Recognised but not run yet (refused naming the key): compressed-tensors integer schemes (INT8
+// W8A8, W4A16 pack-quantized), awq and gptq. Anything else is refused naming quant_method.
+// Which tensors are quantized is read from the checkpoint: an F8_E4M3 tensor is, and must have its
+// scales; the config's ignore lists (lm_head, ...) are the tensors the quantizer left in 16 bits.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tpbatch {
+
+enum class ScaleGranularity : uint8_t { Tensor, Channel, Block };
+
+struct QuantizationConfig {
+  std::string method;  // "" when the checkpoint is not quantized, else "fp8" | "compressed-tensors"
+  ScaleGranularity granularity = ScaleGranularity::Tensor;
+  int64_t block_rows = 0, block_cols = 0;  // Block: output rows x input columns per scale
+  std::vector<std::string> ignore;         // modules the config says stay unquantized
+  bool quantized() const { return !method.empty(); }
+  // The scale tensor of a quantized weight ("....q_proj.weight" -> "....q_proj.weight_scale_inv").
+  std::string scale_tensor_name(const std::string& weight_name) const;
+  // Its shape for a weight of N output rows and K input columns ([1] for a tensor scale; the
+  // checkpoint may also write [] there and [N] for [N, 1]: scale_shape_matches accepts both).
+  std::vector<int64_t> scale_shape(int64_t rows, int64_t cols) const;
+  bool scale_shape_matches(const std::vector<int64_t>& shape, int64_t rows, int64_t cols) const;
+  // How a rank holds a quantized weight's slice of `cols` input columns from column col0: one row
+  // of `scale_groups` scales per output row, column 0 at `scale_phase` in its group of
+  // `scale_group_width` (model/weight_staging.cpp loads so, model/shard_bytes.cpp counts so).
+  int64_t scale_group_width(int64_t weight_cols) const {
+    return granularity == ScaleGranularity::Block ? block_cols : weight_cols;
+  }
+  int64_t scale_phase(int64_t col0, int64_t weight_cols) const { return col0 % scale_group_width(weight_cols); }
+  int64_t scale_groups(int64_t col0, int64_t cols, int64_t weight_cols) const {
+    const int64_t g = scale_group_width(weight_cols);
+    return (scale_phase(col0, weight_cols) + cols + g - 1) / g;
+  }
+  // "fp8: e4m3 values, scales block 128x128", "compressed-tensors: e4m3 values, scales per channel"
+  std::string describe() const;
+};
+
+// Parses config.json's quantization_config (q); errors name file and the key
+// ("quantization_config.quant_method", ...).
+QuantizationConfig parse_quantization_config(const nlohmann::json& q, const std::string& file);
+
+}  // namespace tpbatch

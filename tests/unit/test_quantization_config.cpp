@@ -1,0 +1,149 @@
+// config.json's quantization_config: the formats that run are parsed into their scale layout, the
+// recognised ones that do not run yet and anything unknown are refused naming the key. The
+// quantization_config blocks are those of public checkpoints (Qwen3-8B-FP8, llm-compressor's
+// FP8-dynamic, INT8 W8A8 and W4A16 models, AWQ and GPTQ Llamas).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/config.h"
+
+namespace tpbatch {
+namespace {
+
+using nlohmann::json;
+
+json llama_with(const json& quantization_config) {
+  return json{{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64}, {"intermediate_size", 172},
+              {"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+              {"vocab_size", 512}, {"max_position_embeddings", 512}, {"quantization_config", quantization_config}};
+}
+
+QuantizationConfig parse(const json& q) { return parse_model_config(llama_with(q).dump(), "", "models/x").quantization; }
+
+std::string error_of(const json& q) {
+  try {
+    parse(q);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+json compressed_tensors(const json& weights) {
+  return json{{"quant_method", "compressed-tensors"},
+              {"format", "float-quantized"},
+              {"ignore", {"lm_head"}},
+              {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}}}}}};
+}
+
+TEST(QuantizationConfig, NoQuantizationConfigMeansUnquantized) {
+  json j = llama_with(nullptr);
+  j.erase("quantization_config");
+  EXPECT_FALSE(parse_model_config(j.dump(), "", "models/x").quantization.quantized());
+}
+
+TEST(QuantizationConfig, Fp8BlockScalesOfQwen3Fp8) {
+  const auto q = parse({{"activation_scheme", "dynamic"}, {"modules_to_not_convert", {"lm_head"}}, {"fmt", "e4m3"},
+                        {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}});
+  EXPECT_EQ(q.method, "fp8");
+  EXPECT_EQ(q.granularity, ScaleGranularity::Block);
+  EXPECT_EQ(q.block_rows, 128);
+  EXPECT_EQ(q.block_cols, 128);
+  EXPECT_EQ(q.ignore, std::vector<std::string>{"lm_head"});
+  EXPECT_EQ(q.scale_tensor_name("model.layers.0.mlp.down_proj.weight"), "model.layers.0.mlp.down_proj.weight_scale_inv");
+  EXPECT_EQ(q.scale_shape(4096, 12288), (std::vector<int64_t>{32, 96}));
+  EXPECT_EQ(q.scale_shape(1000, 130), (std::vector<int64_t>{8, 2}));  // partial blocks round up
+}
+
+TEST(QuantizationConfig, CompressedTensorsFp8PerChannel) {
+  const auto q = parse(compressed_tensors({{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"},
+                                           {"symmetric", true}, {"dynamic", false}}));
+  EXPECT_EQ(q.method, "compressed-tensors");
+  EXPECT_EQ(q.granularity, ScaleGranularity::Channel);
+  EXPECT_EQ(q.scale_tensor_name("model.layers.3.self_attn.q_proj.weight"), "model.layers.3.self_attn.q_proj.weight_scale");
+  EXPECT_TRUE(q.scale_shape_matches({4096, 1}, 4096, 4096));
+  EXPECT_TRUE(q.scale_shape_matches({4096}, 4096, 4096));
+  EXPECT_FALSE(q.scale_shape_matches({4095, 1}, 4096, 4096));
+}
+
+TEST(QuantizationConfig, CompressedTensorsFp8PerTensorTakesOneScale) {
+  const auto q = parse(compressed_tensors({{"num_bits", 8}, {"type", "float"}, {"strategy", "tensor"}}));
+  EXPECT_EQ(q.granularity, ScaleGranularity::Tensor);
+  EXPECT_TRUE(q.scale_shape_matches({1}, 64, 64));
+  EXPECT_TRUE(q.scale_shape_matches({}, 64, 64));
+  EXPECT_FALSE(q.scale_shape_matches({64, 1}, 64, 64));
+}
+
+TEST(QuantizationConfig, CompressedTensorsFp8Blocks) {
+  const auto q = parse(compressed_tensors({{"num_bits", 8}, {"type", "float"}, {"strategy", "block"},
+                                           {"block_structure", {128, 128}}}));
+  EXPECT_EQ(q.granularity, ScaleGranularity::Block);
+  EXPECT_EQ(q.scale_tensor_name("lm_head.weight"), "lm_head.weight_scale");
+}
+
+TEST(QuantizationConfig, Int8W8A8IsRecognisedAndRefusedNamingTheKey) {
+  const std::string msg = error_of(compressed_tensors({{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}));
+  EXPECT_NE(msg.find("quantization_config.config_groups.group_0.weights.type"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("INT8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not supported yet"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, W4A16PackQuantizedIsRecognisedAndRefusedNamingTheKey) {
+  json q = compressed_tensors({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}});
+  q["format"] = "pack-quantized";
+  const std::string msg = error_of(q);
+  EXPECT_NE(msg.find("quantization_config.config_groups.group_0.weights.num_bits"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("W4A16"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, AwqIsRecognisedAndRefusedNamingQuantMethod) {
+  const std::string msg = error_of({{"bits", 4}, {"group_size", 128}, {"modules_to_not_convert", nullptr},
+                                    {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}});
+  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'awq'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not supported yet"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, GptqIsRecognisedAndRefusedNamingQuantMethod) {
+  const std::string msg = error_of({{"bits", 4}, {"damp_percent", 0.01}, {"desc_act", false}, {"group_size", 128},
+                                    {"quant_method", "gptq"}, {"sym", true}, {"true_sequential", true}});
+  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'gptq'"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, UnknownQuantMethodIsRefusedNamingTheKeyAndValue) {
+  const std::string msg = error_of({{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}});
+  EXPECT_NE(msg.find("models/x/config.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bitsandbytes"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, MissingQuantMethodIsNamed) {
+  const std::string msg = error_of({{"bits", 4}});
+  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, Fp8E5m2IsRefusedNamingFmt) {
+  const std::string msg = error_of({{"quant_method", "fp8"}, {"fmt", "e5m2"}, {"weight_block_size", {128, 128}}});
+  EXPECT_NE(msg.find("quantization_config.fmt"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("e5m2"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, Fp8WithoutBlockSizeIsRefusedNamingTheKey) {
+  const std::string msg = error_of({{"quant_method", "fp8"}, {"activation_scheme", "static"}});
+  EXPECT_NE(msg.find("quantization_config.weight_block_size"), std::string::npos) << msg;
+}
+
+TEST(QuantizationConfig, BadBlockSizeIsNamed) {
+  const std::string msg = error_of({{"quant_method", "fp8"}, {"weight_block_size", {128, 0}}});
+  EXPECT_NE(msg.find("quantization_config.weight_block_size"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[128,0]"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace tpbatch
