@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <numeric>
 #include <optional>
-#include <string_view>
-
-#include <cstdio>
+#include <string>
 
 #include "common/error.h"
-#include "io/input_row.h"
 
 namespace tpbatch {
 namespace {
@@ -55,55 +53,6 @@ RowResult to_result(const Sequence& s, bool logprobs) {
       r.tpot_seconds = std::chrono::duration<double>(s.finished - s.first_token).count() / (s.num_generated() - 1);
   }
   return r;
-}
-
-namespace {
-
-// The length of the trailing whitespace of `text` as Python's str.rstrip() sees it (str.isspace:
-// ASCII whitespace, \x1c-\x1f, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028/9, U+202F, U+205F, U+3000).
-size_t trailing_whitespace_bytes(std::string_view text) {
-  size_t end = text.size();
-  for (;;) {
-    if (end == 0) return text.size();
-    const unsigned char c = static_cast<unsigned char>(text[end - 1]);
-    if (c < 0x80) {
-      if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) {
-        --end;
-        continue;
-      }
-      return text.size() - end;
-    }
-    size_t start = end - 1;  // back to the lead byte of the last character
-    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80 && end - start < 4) --start;
-    const std::string_view ch = text.substr(start, end - start);
-    static const std::string_view spaces[] = {
-        "\xC2\x85", "\xC2\xA0", "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82", "\xE2\x80\x83",
-        "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89",
-        "\xE2\x80\x8A", "\xE2\x80\xA8", "\xE2\x80\xA9", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
-    if (std::find(std::begin(spaces), std::end(spaces), ch) == std::end(spaces)) return text.size() - end;
-    end = start;
-  }
-}
-
-}  // namespace
-
-ScoreTokens lm_eval_score_tokens(const Tokenizer& tok, std::string_view context, std::string_view continuation,
-                                 bool add_bos) {
-  const size_t n_spaces = trailing_whitespace_bytes(context);
-  std::string cont;
-  if (n_spaces > 0) {  // the context's trailing whitespace belongs to the continuation
-    cont.assign(context.substr(context.size() - n_spaces));
-    context = context.substr(0, context.size() - n_spaces);
-  }
-  cont.append(continuation);
-  std::string whole(context);
-  whole += cont;
-  ScoreTokens out;
-  out.context = tok.encode(context, add_bos);
-  const std::vector<int32_t> whole_ids = tok.encode(whole, add_bos);
-  if (whole_ids.size() > out.context.size())
-    out.continuation.assign(whole_ids.begin() + static_cast<std::ptrdiff_t>(out.context.size()), whole_ids.end());
-  return out;
 }
 
 const chat::ChatTemplate* RowAdmitter::chat_template() {
@@ -193,6 +142,18 @@ void RowAdmitter::admit(const WorkItem& item, std::vector<std::unique_ptr<Sequen
   }
 }
 
+namespace {
+
+// A line that ends at admission with an error row: why (after "input line N: ").
+struct LineRefused {
+  std::string why;
+};
+
+}  // namespace
+
+// parse -> render -> tokenize -> admit per task. A step that ends the line throws LineRefused (an
+// error row) or returns the sequence finished (nothing to compute); either way the line's one
+// result goes to `immediate`.
 std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vector<RowResult>& immediate) {
   InputRow row;
   try {
@@ -211,135 +172,127 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
   s->sampling = row.sampling;
   s->eos_ids = cfg_.eos_token_ids;
   s->arrived = Clock::now();
-  const std::string line = "input line " + std::to_string(item.index + 1) + ": ";
-  std::optional<std::string> prompt_text = row.text;
-  bool add_bos = true;
-  if (row.messages_json) {  // the prompt is the chat template's rendering
-    const chat::ChatTemplate* t = chat_template();
-    if (!t) {
-      immediate.push_back(error_row(row.index, row.id, line + chat_error_));
-      return nullptr;
-    }
-    try {
-      prompt_text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true);
-    } catch (const chat::RaisedException& e) {
-      immediate.push_back(error_row(row.index, row.id, line + "the chat template refused the messages: " + e.what()));
-      return nullptr;
-    } catch (const chat::TemplateError& e) {
-      immediate.push_back(error_row(row.index, row.id, line + t->origin() + ": " + e.what()));
-      return nullptr;
-    }
-    // No double BOS: a template that writes bos_token itself gets no second one from the tokenizer.
-    add_bos = t->bos_token().empty() || prompt_text->rfind(t->bos_token(), 0) != 0;
+  try {
+    const Prompt prompt = render(row);
+    std::vector<int32_t> completion = tokenize(row, prompt, *s);
+    if (job_.task == Task::kEmbed) admit_embed(*s);
+    else if (job_.task == Task::kScore) admit_score(row, std::move(completion), *s);
+    else admit_generate(row, *s);
+  } catch (const LineRefused& refused) {
+    immediate.push_back(error_row(row.index, row.id, "input line " + std::to_string(item.index + 1) + ": " + refused.why));
+    return nullptr;
   }
+  if (s->finish_reason) {
+    immediate.push_back(to_result(*s, job_.output.logprobs));
+    return nullptr;
+  }
+  return s;
+}
+
+RowAdmitter::Prompt RowAdmitter::render(const InputRow& row) {
+  Prompt p{row.text, /*add_bos=*/true};
+  if (!row.messages_json) return p;
+  // The prompt is the chat template's rendering.
+  const chat::ChatTemplate* t = chat_template();
+  if (!t) throw LineRefused{chat_error_};
+  try {
+    p.text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true);
+  } catch (const chat::RaisedException& e) {
+    throw LineRefused{std::string("the chat template refused the messages: ") + e.what()};
+  } catch (const chat::TemplateError& e) {
+    throw LineRefused{t->origin() + ": " + e.what()};
+  }
+  // No double BOS: a template that writes bos_token itself gets no second one from the tokenizer.
+  p.add_bos = t->bos_token().empty() || p.text->rfind(t->bos_token(), 0) != 0;
+  return p;
+}
+
+std::vector<int32_t> RowAdmitter::tokenize(const InputRow& row, const Prompt& prompt, Sequence& s) {
   const bool scoring = job_.task == Task::kScore;
   const bool joint =
       scoring && row.completion && !row.tokens && job_.input.score_tokenization == ScoreTokenization::kJoint;
   std::vector<int32_t> completion;
   if (row.tokens) {
-    s->tokens = *row.tokens;
+    s.tokens = *row.tokens;
   } else if (joint) {
-    ScoreTokens st = lm_eval_score_tokens(tok_, *prompt_text, *row.completion, add_bos);
-    s->tokens = std::move(st.context);
+    ScoreTokens st = lm_eval_score_tokens(tok_, *prompt.text, *row.completion, prompt.add_bos);
+    s.tokens = std::move(st.context);
     completion = std::move(st.continuation);
   } else {
-    s->tokens = tok_.encode(*prompt_text, add_bos);
+    s.tokens = tok_.encode(*prompt.text, prompt.add_bos);
   }
   if (scoring && row.completion_tokens) completion = *row.completion_tokens;
   if (scoring && row.completion && !joint) completion = tok_.encode(*row.completion, false);
-  for (const auto* ids : {&s->tokens, &completion})
+  for (const auto* ids : {&s.tokens, &completion})
     for (int32_t id : *ids)
-      if (id >= cfg_.vocab_size) {  // tokenizer.json has more tokens than the model's embedding
-        immediate.push_back(error_row(row.index, row.id, line + "the tokenizer produced id " + std::to_string(id) +
-                                      ", outside the model's vocabulary of " + std::to_string(cfg_.vocab_size)));
-        return nullptr;
-      }
-  s->prompt_len = static_cast<int64_t>(s->tokens.size());
+      if (id >= cfg_.vocab_size)  // tokenizer.json has more tokens than the model's embedding
+        throw LineRefused{"the tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
+                          std::to_string(cfg_.vocab_size)};
+  s.prompt_len = static_cast<int64_t>(s.tokens.size());
+  return completion;
+}
+
+// Prefill only: the pooled final hidden state.
+void RowAdmitter::admit_embed(Sequence& s) {
   const int64_t max_pos = cfg_.max_position_embeddings;
-  const bool truncate_left = job_.input.truncate == Truncate::kLeft;
-  if (job_.task == Task::kEmbed) {  // prefill only: the pooled final hidden state
-    s->embedding = true;
-    s->pooling = job_.embed.pooling;
-    s->normalize = job_.embed.normalize;
-    if (s->prompt_len == 0) {
-      immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));
-      return nullptr;
-    }
-    if (s->prompt_len > max_pos) {
-      if (!truncate_left) {
-        immediate.push_back(error_row(row.index, row.id, line + "prompt has " + std::to_string(s->prompt_len) +
-                                      " tokens; the model's context is " + std::to_string(max_pos) +
-                                      " (input.truncate: left keeps the last " + std::to_string(max_pos) + ")"));
-        return nullptr;
-      }
-      truncate_front(*s, s->prompt_len - max_pos, max_pos, "prompt");
-    }
-    s->max_len = s->prompt_len;
-    return s;
+  s.embedding = true;
+  s.pooling = job_.embed.pooling;
+  s.normalize = job_.embed.normalize;
+  if (s.prompt_len == 0) throw LineRefused{"the prompt has no tokens"};
+  if (s.prompt_len > max_pos) {
+    if (job_.input.truncate != Truncate::kLeft)
+      throw LineRefused{"prompt has " + std::to_string(s.prompt_len) + " tokens; the model's context is " +
+                        std::to_string(max_pos) + " (input.truncate: left keeps the last " + std::to_string(max_pos) +
+                        ")"};
+    truncate_front(s, s.prompt_len - max_pos, max_pos, "prompt");
   }
-  if (scoring) {
-    s->scoring = true;
-    if (row.completion || row.completion_tokens) {
-      s->tokens.insert(s->tokens.end(), completion.begin(), completion.end());
-      s->score_from = s->prompt_len;
-      if (s->prompt_len == 0) {
-        immediate.push_back(error_row(row.index, row.id, line + "the prompt is empty and the tokenizer adds no BOS, "
-                                      "so the completion's first token has no context to be scored in"));
-        return nullptr;
-      }
-    } else {
-      s->score_from = 1;  // perplexity of the prompt itself
-    }
-    if (static_cast<int64_t>(s->tokens.size()) > max_pos && truncate_left) {
-      // The completion is kept whole; the context loses its first tokens. At least one context
-      // token must stay (the first completion token is predicted from it).
-      const int64_t drop = static_cast<int64_t>(s->tokens.size()) - max_pos;
-      const bool perplexity = !row.completion && !row.completion_tokens;  // scores the kept tokens 1..
-      if (perplexity || s->score_from - drop >= 1) {
-        truncate_front(*s, drop, max_pos, perplexity ? "prompt" : "prompt and completion");
-        if (!perplexity) s->score_from -= drop;
-      }
-    }
-    if (static_cast<int64_t>(s->tokens.size()) > max_pos) {
-      immediate.push_back(error_row(row.index, row.id, line + "prompt and completion have " +
-                                    std::to_string(s->tokens.size()) + " tokens; the model's context is " +
-                                    std::to_string(max_pos)));
-      return nullptr;
-    }
-    if (s->tokens.empty()) {
-      immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));
-      return nullptr;
-    }
-    if (s->score_from >= static_cast<int64_t>(s->tokens.size())) {
-      s->finish_reason = FinishReason::kScored;  // nothing to score
-      immediate.push_back(to_result(*s, true));
-      return nullptr;
-    }
-    return s;
+  s.max_len = s.prompt_len;
+}
+
+void RowAdmitter::admit_score(const InputRow& row, std::vector<int32_t> completion, Sequence& s) {
+  const int64_t max_pos = cfg_.max_position_embeddings;
+  const bool perplexity = !row.completion && !row.completion_tokens;  // scores the prompt's own tokens 1..
+  s.scoring = true;
+  if (perplexity) {
+    s.score_from = 1;
+  } else {
+    s.tokens.insert(s.tokens.end(), completion.begin(), completion.end());
+    s.score_from = s.prompt_len;
+    if (s.prompt_len == 0)
+      throw LineRefused{"the prompt is empty and the tokenizer adds no BOS, so the completion's first token has no "
+                        "context to be scored in"};
   }
-  if (s->prompt_len == 0) {
-    immediate.push_back(error_row(row.index, row.id, line + "the prompt has no tokens"));
-    return nullptr;
+  if (static_cast<int64_t>(s.tokens.size()) > max_pos && job_.input.truncate == Truncate::kLeft) {
+    // The completion is kept whole; the context loses its first tokens. At least one context
+    // token must stay (the first completion token is predicted from it).
+    const int64_t drop = static_cast<int64_t>(s.tokens.size()) - max_pos;
+    if (perplexity || s.score_from - drop >= 1) {
+      truncate_front(s, drop, max_pos, perplexity ? "prompt" : "prompt and completion");
+      if (!perplexity) s.score_from -= drop;
+    }
   }
-  if (s->prompt_len >= max_pos && truncate_left && max_pos >= 2) {
+  if (static_cast<int64_t>(s.tokens.size()) > max_pos)
+    throw LineRefused{"prompt and completion have " + std::to_string(s.tokens.size()) +
+                      " tokens; the model's context is " + std::to_string(max_pos)};
+  if (s.tokens.empty()) throw LineRefused{"the prompt has no tokens"};
+  if (s.score_from >= static_cast<int64_t>(s.tokens.size())) s.finish_reason = FinishReason::kScored;  // nothing to score
+}
+
+void RowAdmitter::admit_generate(const InputRow& row, Sequence& s) {
+  const int64_t max_pos = cfg_.max_position_embeddings;
+  if (s.prompt_len == 0) throw LineRefused{"the prompt has no tokens"};
+  if (s.prompt_len >= max_pos && job_.input.truncate == Truncate::kLeft && max_pos >= 2) {
     // Keep room for max_new_tokens when the context allows it, else keep one free position.
     const int64_t keep =
         std::clamp<int64_t>(max_pos - std::max<int64_t>(row.sampling.max_new_tokens, 1), 1, max_pos - 1);
-    truncate_front(*s, s->prompt_len - keep, max_pos - 1, "prompt");
+    truncate_front(s, s.prompt_len - keep, max_pos - 1, "prompt");
   }
-  if (s->prompt_len >= max_pos) {
-    immediate.push_back(error_row(row.index, row.id, line + "prompt has " + std::to_string(s->prompt_len) +
-                                  " tokens; the model's context is " + std::to_string(max_pos)));
-    return nullptr;
-  }
-  s->max_len = generation_limit(*s, row.sampling.max_new_tokens);
-  s->detokenizer.emplace(tok_, s->tokens);
-  if (s->max_len <= s->prompt_len) {
-    s->finish_reason = FinishReason::kLength;
-    immediate.push_back(to_result(*s, job_.output.logprobs));
-    return nullptr;
-  }
-  return s;
+  if (s.prompt_len >= max_pos)
+    throw LineRefused{"prompt has " + std::to_string(s.prompt_len) + " tokens; the model's context is " +
+                      std::to_string(max_pos)};
+  s.max_len = generation_limit(s, row.sampling.max_new_tokens);
+  s.detokenizer.emplace(tok_, s.tokens);
+  if (s.max_len <= s.prompt_len) s.finish_reason = FinishReason::kLength;
 }
 
 }  // namespace tpbatch

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "engine/score_tokens.h"
 #include "engine/sequence.h"
 #include "engine/work_source.h"
+#include "io/input_row.h"
 #include "io/row_result.h"
 #include "job/job_spec.h"
 #include "model/config.h"
@@ -23,18 +25,6 @@ RowResult error_row(int64_t index, const std::string& id, const std::string& why
 
 // A finished (or failed) sequence as the writer stores it; logprobs: keep per-token logprobs.
 RowResult to_result(const Sequence& s, bool logprobs);
-
-// A score row's tokens the way lm-evaluation-harness makes them (HFLM._encode_pair): the
-// context's trailing whitespace moves to the front of the continuation, context + continuation is
-// encoded as one text, and the continuation's tokens are the ones after the context's own encoding
-// (so " Paris" after "... is" is the single token "▁Paris", as in the whole sentence). The model
-// reads context + continuation; the continuation tokens are scored.
-struct ScoreTokens {
-  std::vector<int32_t> context;       // encode(context, add_bos)
-  std::vector<int32_t> continuation;  // encode(context + continuation, add_bos)[len(context):]
-};
-ScoreTokens lm_eval_score_tokens(const Tokenizer& tok, std::string_view context, std::string_view continuation,
-                                 bool add_bos);
 
 // Turns an input line into a sequence, or an error row. Bad lines end the job under on_bad_line: fail.
 class RowAdmitter {
@@ -56,6 +46,17 @@ class RowAdmitter {
   const chat::ChatTemplate* chat_template();
   // Sample 0 of the line (row = line), or nullptr with its one result appended to `immediate`.
   std::unique_ptr<Sequence> admit_line(const WorkItem& item, std::vector<RowResult>& immediate);
+  // The steps of admit_line.
+  struct Prompt {
+    std::optional<std::string> text;  // none: the row gave token ids
+    bool add_bos = true;
+  };
+  Prompt render(const InputRow& row);
+  // The prompt's tokens into s (prompt_len set); returns a score row's completion tokens.
+  std::vector<int32_t> tokenize(const InputRow& row, const Prompt& prompt, Sequence& s);
+  void admit_embed(Sequence& s);
+  void admit_score(const InputRow& row, std::vector<int32_t> completion, Sequence& s);
+  void admit_generate(const InputRow& row, Sequence& s);
 
   const JobSpec& job_;
   const Tokenizer& tok_;

@@ -3,7 +3,7 @@
 // context's own tokens, with the context's trailing whitespace moved into the continuation.
 #include <gtest/gtest.h>
 
-#include "engine/row_admitter.h"
+#include "engine/score_tokens.h"
 #include "tokenizer_test_util.h"
 
 using namespace tpbatch;
