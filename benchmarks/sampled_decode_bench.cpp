@@ -1,4 +1,4 @@
-// A decode step of the engine (ModelRunner::step, then Scheduler::apply: the LM head, the full
+// A decode step of the engine (ModelRunner::step, then OutputProcessor::process: the LM head, the full
 // logits to the host, the token choice) for ROWS rows that sample against the same rows decoding
 // greedily, in one process: two runners on the same weights, stepped in turn, so each pair of steps
 // meets the same machine; the ratio is taken per pair and the median reported (and the ratio of
@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/blas_core.h"
 #include "engine/kv_block_allocator.h"
+#include "engine/output_processor.h"
 #include "engine/scheduler.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
@@ -72,19 +73,21 @@ struct Lane {
   double step_ms() {
     const auto t0 = std::chrono::steady_clock::now();
     const StepInputs in = sched.schedule();
-    runner.step(in, results, full);
+    runner.step(in, out.results, out.full_logits);
     const auto t1 = std::chrono::steady_clock::now();
-    sched.apply(results, full, runner.shard().config.vocab_size);
+    const std::vector<StepChunk> done = sched.complete_step();
+    output.process(done, out, runner.shard().config.vocab_size, 0);
+    sched.update(done);
     const auto t2 = std::chrono::steady_clock::now();
     apply_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
     return std::chrono::duration<double, std::milli>(t2 - t0).count();
   }
-  double apply_ms = 0;  // of the last step: the token choice (Scheduler::apply)
+  double apply_ms = 0;  // of the last step: the token choice (OutputProcessor::process)
   ModelRunner runner;
   KvBlockAllocator alloc;
   Scheduler sched;
-  std::vector<LogitResult> results;
-  std::vector<float> full;
+  StepResults out;
+  OutputProcessor output;
 };
 
 double median(std::vector<double> v) {
@@ -116,7 +119,7 @@ int main(int argc, char** argv) {
               dir.c_str(), (long long)cfg.vocab_size, (long long)cfg.hidden_size, (long long)cfg.num_layers,
               (long long)rows, omp_get_max_threads(), pairs);
   std::printf("%-36s | %8s | %9s | %12s | %10s | %s\n", "sampled", "step ms", "greedy ms", "ratio median",
-              "best ratio", "choice ms, sampled / greedy (Scheduler::apply)");
+              "best ratio", "choice ms, sampled / greedy (OutputProcessor::process)");
   const std::pair<const char*, const SamplingParams*> cases[] = {{"temperature 0.8", &temp},
                                                                  {"temperature 0.8, top_p 0.9, top_k 50", &nucleus}};
   for (const auto& [name, params] : cases) {

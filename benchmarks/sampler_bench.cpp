@@ -1,6 +1,6 @@
 // The host's token choice for one decode step: 64 rows of a 128,256-token vocabulary, sampled
 // (temperature 0.8, and top_p 0.9 / top_k 50) against greedy, on one thread and with the rows on
-// OpenMP's threads (as Scheduler::apply runs them). Greedy is timed two ways: sample_token at
+// OpenMP's threads (as OutputProcessor::process runs them). Greedy is timed two ways: sample_token at
 // temperature 0 (std::max_element, the host's greedy pick) and one vectorized pass (max_logit, the
 // least any look at every logit costs). Repeats interleave greedy and sampled and report the median
 // of the paired ratios, so a busy machine slows both alike. Also: which level decided the draws,

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <optional>
 
+#include "common/error.h"
+#include "engine/embedding_pooling.h"
 #include "engine/sampler.h"
 
 namespace tpbatch {
@@ -137,6 +139,58 @@ void OutputProcessor::accept(Sequence& s, const LogitResult& res, const TokenCho
     s.top_logprobs.push_back(lp);
   }
   append_token(s, c.token, c.logit - res.log_z);
+}
+
+void OutputProcessor::process(const std::vector<StepChunk>& step, const StepResults& out, int64_t vocab,
+                              int64_t hidden) {
+  const std::vector<LogitResult>& results = out.results;
+  struct Generating {
+    const Sequence* seq;
+    const LogitResult* result;
+    const float* logits;  // null: the argmax is enough
+  };
+  std::vector<Generating> generating;
+  size_t r = 0, f = 0;
+  for (const StepChunk& e : step) {
+    if (e.seq->embedding) continue;
+    if (e.seq->scoring) {
+      r += static_cast<size_t>(e.num_requests);
+    } else if (e.samples) {
+      if (e.drawn && results.at(r).token < 0) throw Error("internal error: a drawn row's token did not come back");
+      generating.push_back({e.seq, &results.at(r++), e.full ? out.full_logits.data() + (f++) * vocab : nullptr});
+    }
+  }
+  std::vector<TokenChoice> choices(generating.size());
+  const int64_t n_gen = static_cast<int64_t>(generating.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n_gen > 1)
+  for (int64_t i = 0; i < n_gen; ++i)
+    choices[i] = choose(*generating[i].seq, *generating[i].result, generating[i].logits, vocab);
+
+  r = 0;
+  size_t g = 0;  // choices used
+  size_t k = 0;  // embeds rows used
+  for (const StepChunk& e : step) {
+    Sequence& s = *e.seq;
+    if (s.embedding) {
+      if (e.num_requests > 0) {
+        if ((k + 1) * static_cast<size_t>(hidden) > out.embeds.size())
+          throw Error("internal error: a step's embeddings did not come back");
+        const int64_t p0 = s.num_computed - e.num_rows;
+        s.embedding_sum.add(out.embeds.data() + k * static_cast<size_t>(hidden), hidden,
+                            pooled_rows(s.pooling, p0, e.num_rows, s.prompt_len)->count);
+        ++k;
+      }
+      if (s.num_computed == s.prompt_len) {
+        s.embedding_out = s.embedding_sum.finish(s.pooling, s.normalize);
+        finish_sequence(s, FinishReason::kEmbedded);
+      }
+    } else if (s.scoring) {
+      score(s, std::span<const LogitResult>(results.data() + r, static_cast<size_t>(e.num_requests)));
+      r += static_cast<size_t>(e.num_requests);
+    } else if (e.samples) {
+      accept(s, results[r++], choices[g++]);
+    }
+  }
 }
 
 }  // namespace tpbatch

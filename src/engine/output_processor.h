@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
+#include "engine/step_chunk.h"
 #include "model/step_inputs.h"
 
 namespace tpbatch {
@@ -41,6 +42,13 @@ struct TokenChoice {
 
 class OutputProcessor {
  public:
+  // A completed step (Scheduler::complete_step: its rows counted as computed), chunk by chunk in
+  // step order: an embed chunk adds to its pooled sum, a scoring chunk records its logprobs, a
+  // generating one gets its next token (the step's generating rows chosen on OpenMP's threads: a
+  // row's choice reads only its own sequence and logits, so it is the same at any thread count).
+  // Finishes the sequences the step ends; their blocks are the scheduler's to release.
+  void process(const std::vector<StepChunk>& step, const StepResults& out, int64_t vocab, int64_t hidden);
+
   // A scoring chunk's results, one per target token in order; finishes the sequence ("scored")
   // once every position has been computed.
   void score(Sequence& seq, std::span<const LogitResult> results);

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "engine/output_processor.h"
 #include "engine/row_admitter.h"
 #include "engine/scheduler.h"
 #include "engine/step_pipe.h"
@@ -39,7 +40,8 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   std::vector<WorkItem> items;
   std::vector<RowResult> immediate;
   std::vector<std::unique_ptr<Sequence>> admitted;
-  StepOutput out;
+  OutputProcessor output;
+  StepResults out;
   const auto start = Clock::now();
   double busy = 0.0;
 
@@ -76,7 +78,9 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
     }
     if (scheduler.steps_in_flight() > 0) {
       pipe.collect(out);
-      scheduler.apply(out.results, out.full_logits, cfg.vocab_size, out.embeds, cfg.hidden_size);
+      const std::vector<StepChunk> done = scheduler.complete_step();
+      output.process(done, out, cfg.vocab_size, cfg.hidden_size);
+      scheduler.update(done);
       continue;
     }
     if (!launched && scheduler.idle() && !more_input) break;

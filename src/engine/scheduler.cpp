@@ -4,9 +4,8 @@
 #include <cmath>
 
 #include "common/error.h"
-
+#include "engine/output_processor.h"
 #include "engine/prefix_cache.h"
-
 
 namespace tpbatch {
 
@@ -59,7 +58,7 @@ bool Scheduler::reserve(size_t index, int64_t tokens) {
   return true;
 }
 
-void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& s, int64_t n) {
+void Scheduler::add_chunk(StepInputs& in, std::vector<StepChunk>& step, Sequence& s, int64_t n) {
   const int64_t row0 = in.rows(), p0 = s.num_computed;
   StepSeqSlice slice;
   slice.num_rows = n;
@@ -73,7 +72,7 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence
     in.positions.push_back(static_cast<int32_t>(p0 + i));
     if (limits_.long_rope_after > 0) in.rope_tables.push_back(s.long_rope ? 1 : 0);
   }
-  Scheduled e{&s, n, 0, false, false};
+  StepChunk e{&s, n, 0, false, false};
   const int64_t total = static_cast<int64_t>(s.tokens.size());
   if (s.embedding) {  // prefill only, no logits: the rows this chunk adds to the pooled embedding
     if (p0 == 0) s.embedding_sum.reset();  // (re)computed from the first token
@@ -119,7 +118,7 @@ std::deque<std::unique_ptr<Sequence>>::iterator Scheduler::next_to_admit() {
 
 StepInputs Scheduler::schedule() {
   StepInputs in;
-  std::vector<Scheduled> step;
+  std::vector<StepChunk> step;
   int64_t budget = limits_.max_batch_tokens;
   // Under PP the active sequences are split into one micro-batch per stage (as vLLM's virtual engines).
   const int64_t active = std::min<int64_t>(limits_.max_seqs, static_cast<int64_t>(running_.size() + waiting_.size()));
@@ -170,7 +169,7 @@ StepInputs Scheduler::schedule() {
   // Publish the blocks this step fills: a later step, on every rank after this one, can read them.
   // Not those turned by longrope's long factors: the cache is keyed by tokens alone, and every
   // other sequence wants the short ones there.
-  for (const Scheduled& e : step)
+  for (const StepChunk& e : step)
     if (!e.seq->long_rope) alloc_.register_full_blocks(e.seq->blocks, e.seq->tokens, e.seq->num_computed + e.num_rows);
   if (!step.empty()) in_flight_.push_back(std::move(step));
   return in;
@@ -194,62 +193,19 @@ void Scheduler::finish(Sequence& seq, FinishReason reason) {
   alloc_.release(seq.blocks);
 }
 
-void Scheduler::apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab,
-                      const std::vector<float>& embedding_sums, int64_t hidden) {
-  const std::vector<Scheduled> step = std::move(in_flight_.front());
+std::vector<StepChunk> Scheduler::complete_step() {
+  std::vector<StepChunk> step = std::move(in_flight_.front());
   in_flight_.pop_front();
-  // The generating rows' tokens first, on OpenMP's threads: a row's choice reads only its own
-  // sequence and logits, so it is the same at any thread count.
-  struct Generating {
-    const Sequence* seq;
-    const LogitResult* result;
-    const float* logits;  // null: the argmax is enough
-  };
-  std::vector<Generating> generating;
-  size_t r = 0, f = 0;
-  for (const Scheduled& e : step) {
-    if (e.seq->embedding) continue;
-    if (e.seq->scoring) {
-      r += static_cast<size_t>(e.num_requests);
-    } else if (e.samples) {
-      if (e.drawn && results[r].token < 0) throw Error("internal error: a drawn row's token did not come back");
-      generating.push_back({e.seq, &results[r++], e.full ? full_logits.data() + (f++) * vocab : nullptr});
-    }
+  for (const StepChunk& e : step) {
+    e.seq->in_flight = false;
+    e.seq->num_computed += e.num_rows;
   }
-  std::vector<TokenChoice> choices(generating.size());
-  const int64_t n_gen = static_cast<int64_t>(generating.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n_gen > 1)
-  for (int64_t i = 0; i < n_gen; ++i)
-    choices[i] = OutputProcessor::choose(*generating[i].seq, *generating[i].result, generating[i].logits, vocab);
+  return step;
+}
 
-  r = 0;
-  size_t g = 0;  // choices used
-  size_t k = 0;  // embedding_sums rows used
-  for (const Scheduled& e : step) {
-    Sequence& s = *e.seq;
-    s.in_flight = false;
-    s.num_computed += e.num_rows;
-    if (s.embedding) {
-      const int64_t p0 = s.num_computed - e.num_rows;
-      if (e.num_requests > 0) {
-        if ((k + 1) * static_cast<size_t>(hidden) > embedding_sums.size())
-          throw Error("internal error: a step's embeddings did not come back");
-        s.embedding_sum.add(embedding_sums.data() + k * static_cast<size_t>(hidden), hidden,
-                            pooled_rows(s.pooling, p0, e.num_rows, s.prompt_len)->count);
-        ++k;
-      }
-      if (s.num_computed == s.prompt_len) {
-        s.embedding_out = s.embedding_sum.finish(s.pooling, s.normalize);
-        finish(s, FinishReason::kEmbedded);
-      }
-    } else if (s.scoring) {
-      output_.score(s, std::span<const LogitResult>(results.data() + r, static_cast<size_t>(e.num_requests)));
-      r += static_cast<size_t>(e.num_requests);
-    } else if (e.samples) {
-      output_.accept(s, results[r++], choices[g++]);
-    }
-    if (s.finish_reason) alloc_.release(s.blocks);
-  }
+void Scheduler::update(const std::vector<StepChunk>& step) {
+  for (const StepChunk& e : step)
+    if (e.seq->finish_reason) alloc_.release(e.seq->blocks);
   // Move finished sequences out of the running list, keeping admission order.
   for (auto it = running_.begin(); it != running_.end();) {
     if ((*it)->finish_reason && !(*it)->in_flight) {

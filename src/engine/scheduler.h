@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "engine/kv_block_allocator.h"
-#include "engine/output_processor.h"
 #include "engine/sequence.h"
+#include "engine/step_chunk.h"
 #include "model/step_inputs.h"
 
 namespace tpbatch {
@@ -47,29 +47,20 @@ class Scheduler {
   // The next step; empty when nothing can run. Sequences that cannot fit the KV cache even alone
   // come back through take_finished() with an error.
   StepInputs schedule();
-  // Applies the logits of the oldest step in flight: the output processor records scores or
-  // picks tokens (the generating rows' choices on OpenMP's threads, the same at any count) and
-  // decides which sequences finish; their blocks are released here.
-  // embedding_sums: task: embed: the step's ModelRunner::compute_embeddings() ([embeds][hidden]).
-  void apply(const std::vector<LogitResult>& results, const std::vector<float>& full_logits, int64_t vocab,
-             const std::vector<float>& embedding_sums = {}, int64_t hidden = 0);
+  // The oldest step in flight is back: its rows count as computed, and its chunks go to the output
+  // processor, which gives them their meaning (OutputProcessor::process).
+  std::vector<StepChunk> complete_step();
+  // Then the books: the sequences the output processor finished release their KV blocks and leave
+  // the running list.
+  void update(const std::vector<StepChunk>& step);
   // Sequences finished since the last call (their blocks already released).
   std::vector<std::unique_ptr<Sequence>> take_finished();
 
   size_t steps_in_flight() const { return in_flight_.size(); }
 
  private:
-  // One sequence's chunk of a step in flight.
-  struct Scheduled {
-    Sequence* seq;
-    int64_t num_rows;
-    int64_t num_requests;     // logits requests of this chunk, in step order
-    bool samples;             // its (only) request picks the next token
-    bool full;                // and asked for the full logits
-    bool drawn = false;       // or the backend draws its token
-  };
   std::deque<std::unique_ptr<Sequence>>::iterator next_to_admit();
-  void add_chunk(StepInputs& in, std::vector<Scheduled>& step, Sequence& seq, int64_t n);
+  void add_chunk(StepInputs& in, std::vector<StepChunk>& step, Sequence& seq, int64_t n);
   bool reserve(size_t index, int64_t tokens);  // grows blocks, preempting newer idle sequences if needed
   void preempt(size_t running_index);
   // Longrope: a sequence longer than long_rope_after turns by the long factors; the K/V it has
@@ -82,11 +73,10 @@ class Scheduler {
 
   SchedulerLimits limits_;
   KvBlockAllocator& alloc_;
-  OutputProcessor output_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;   // admission order: oldest first
   std::vector<std::unique_ptr<Sequence>> finished_;
-  std::deque<std::vector<Scheduled>> in_flight_;  // oldest step first
+  std::deque<std::vector<StepChunk>> in_flight_;  // oldest step first
   int64_t preemptions_ = 0;
   int64_t prefix_cache_hit_tokens_ = 0;
   int64_t long_rope_recomputed_tokens_ = 0;

@@ -88,7 +88,7 @@ void StepPipe::run(const StepInputs& step) {
     send_output(output_);
 }
 
-void StepPipe::collect(StepOutput& out) {
+void StepPipe::collect(StepResults& out) {
   if (!kept_.empty()) {
     out = std::move(kept_.front());
     kept_.pop_front();
@@ -111,7 +111,7 @@ void StepPipe::send_next(const StepInputs* step) {
     data_.send(runner_.hidden(), runner_.hidden_bytes(step->rows()), topo_.coords.pp + 1);
 }
 
-void StepPipe::send_output(const StepOutput& out) {
+void StepPipe::send_output(const StepResults& out) {
   drain_bounded();
   std::string m;
   const int64_t header[3] = {static_cast<int64_t>(out.results.size()), static_cast<int64_t>(out.full_logits.size()),

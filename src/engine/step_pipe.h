@@ -13,17 +13,11 @@
 
 #include "comm/communicator.h"
 #include "comm/control_channel.h"
+#include "engine/step_chunk.h"
 #include "model/model_runner.h"
 #include "topology/topology.h"
 
 namespace tpbatch {
-
-// What a step gives the scheduler (Scheduler::apply).
-struct StepOutput {
-  std::vector<LogitResult> results;
-  std::vector<float> full_logits;
-  std::vector<float> embeds;  // task: embed: the step's pooled hidden-state sums
-};
 
 class StepPipe {
  public:
@@ -33,7 +27,7 @@ class StepPipe {
   // The leader: sends `step` to the replica's ranks and runs it on its own stage.
   void launch(const StepInputs& step);
   // The leader: the output of the oldest launched step not yet collected (waits for it).
-  void collect(StepOutput& out);
+  void collect(StepResults& out);
   // The leader: every rank of the replica stops after the steps already launched.
   void stop();
 
@@ -46,7 +40,7 @@ class StepPipe {
   bool is_leader() const { return topo_.is_replica_leader(); }
   bool last_stage() const { return topo_.coords.pp == topo_.layout.pipeline - 1; }
   void send_next(const StepInputs* step);  // nullptr: the stop
-  void send_output(const StepOutput& out);
+  void send_output(const StepResults& out);
   void drain_bounded();
 
   const Topology& topo_;
@@ -54,8 +48,8 @@ class StepPipe {
   Communicator& data_;
   ControlChannel tp_;         // stage 0's TP group: the leader's broadcast
   ControlChannel pp_;         // this rank's pipeline: steps down, output back to the leader
-  StepOutput output_;         // the last stage's, before it goes to the leader
-  std::deque<StepOutput> kept_;  // the leader's own output, on a single stage
+  StepResults output_;         // the last stage's, before it goes to the leader
+  std::deque<StepResults> kept_;  // the leader's own output, on a single stage
 };
 
 }  // namespace tpbatch

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "apply_step.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/output_processor.h"
 #include "engine/row_admitter.h"
@@ -98,7 +99,7 @@ std::vector<int32_t> sample_step(int threads) {
     results.push_back(result_of(std::vector<float>(full.begin() + i * kVocab, full.begin() + (i + 1) * kVocab)));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
-  sched.apply(results, full, kVocab);
+  apply_step(sched, results, full, kVocab);
   omp_set_num_threads(saved);
   std::vector<int32_t> tokens;
   for (const Sequence* s : rows) tokens.push_back(s->num_generated() == 1 ? s->tokens.back() : -1);

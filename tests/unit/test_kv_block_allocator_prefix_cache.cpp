@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 
+#include "apply_step.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/scheduler.h"
 
@@ -290,7 +291,7 @@ RunOutcome run_rows(KvBlockAllocator& alloc, SchedulerLimits lim, int64_t rows, 
       pending.push_back(model.run(in));
     }
     if (pending.empty()) break;
-    sched.apply(pending.front(), {}, 100);
+    apply_step(sched, pending.front(), {}, 100);
     pending.pop_front();
     for (auto& s : sched.take_finished()) run.done.push_back(std::move(s));
   }
@@ -325,19 +326,19 @@ TEST(PrefixCacheScheduler, ASecondRowWithTheSamePrefixStartsAtTheCachedLength) {
   StepInputs s1 = sched.schedule();
   ASSERT_EQ(s1.seqs.size(), 1u) << "row 1 waits for row 0 to compute the blocks they share";
   EXPECT_EQ(s1.seqs[0].num_rows, 10);
-  sched.apply(model.run(s1), {}, 100);
+  apply_step(sched, model.run(s1), {}, 100);
   StepInputs s2 = sched.schedule();
   ASSERT_EQ(s2.seqs.size(), 2u);
   EXPECT_EQ(s2.seqs[1].pos_begin, 8) << "(10 - 1) rounded down to the block size";
   EXPECT_EQ(s2.seqs[1].num_rows, 2);
   EXPECT_EQ(s2.block_ids[s2.seqs[1].blocks_begin], s2.block_ids[s2.seqs[0].blocks_begin]);
   EXPECT_EQ(sched.prefix_cache_hit_tokens(), 8);
-  sched.apply(model.run(s2), {}, 100);
+  apply_step(sched, model.run(s2), {}, 100);
   std::vector<std::unique_ptr<Sequence>> done;
   while (!sched.idle()) {
     StepInputs in = sched.schedule();
     ASSERT_GT(in.rows(), 0);
-    sched.apply(model.run(in), {}, 100);
+    apply_step(sched, model.run(in), {}, 100);
     for (auto& s : sched.take_finished()) done.push_back(std::move(s));
   }
   ASSERT_EQ(done.size(), 2u);
@@ -354,13 +355,13 @@ TEST(PrefixCacheScheduler, AnIdenticalPromptStillComputesItsLastToken) {
   const std::vector<int32_t> prompt = seq_tokens({{10, 8}});  // exactly two blocks
   sched.add(row_with(0, prompt, 1));
   StepInputs s1 = sched.schedule();
-  sched.apply(model.run(s1), {}, 100);
+  apply_step(sched, model.run(s1), {}, 100);
   sched.add(row_with(1, prompt, 1));
   StepInputs s2 = sched.schedule();
   ASSERT_EQ(s2.seqs.size(), 1u);
   EXPECT_EQ(s2.seqs[0].pos_begin, 4);  // the second block holds the last token: recomputed
   EXPECT_EQ(s2.seqs[0].num_rows, 4);
-  sched.apply(model.run(s2), {}, 100);
+  apply_step(sched, model.run(s2), {}, 100);
   auto done = sched.take_finished();
   ASSERT_EQ(done.size(), 2u);
   EXPECT_EQ(done[0]->tokens, done[1]->tokens);
@@ -372,7 +373,7 @@ TEST(PrefixCacheScheduler, ScoringRowsComputeEveryPosition) {
   FakeModel model(64, 4);
   const std::vector<int32_t> prompt = seq_tokens({{10, 12}});
   sched.add(row_with(0, prompt, 1));
-  sched.apply(model.run(sched.schedule()), {}, 100);
+  apply_step(sched, model.run(sched.schedule()), {}, 100);
   auto score = row_with(1, prompt, 0);
   score->scoring = true;
   score->prompt_len = 6;
@@ -383,7 +384,7 @@ TEST(PrefixCacheScheduler, ScoringRowsComputeEveryPosition) {
   EXPECT_EQ(in.seqs[0].pos_begin, 0);
   EXPECT_EQ(in.seqs[0].num_rows, 12);
   EXPECT_EQ(in.logits.size(), 6u);
-  sched.apply(model.run(in), {}, 100);
+  apply_step(sched, model.run(in), {}, 100);
   EXPECT_EQ(sched.prefix_cache_hit_tokens(), 0);
 }
 

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "apply_step.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/output_processor.h"
 #include "engine/sampler.h"
@@ -230,7 +231,7 @@ TEST(SamplingOptions, SchedulerAsksForFullLogitsOfGreedyRowsThatNeedThem) {
   EXPECT_FALSE(in.logits[0].full);
   EXPECT_TRUE(in.logits[1].full);
   const std::vector<float> l = {0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  sched.apply({result_of(l), result_of(l)}, l, 6);
+  apply_step(sched, {result_of(l), result_of(l)}, l, 6);
   EXPECT_EQ(sched.num_running(), 2u);
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <numeric>
 
+#include "apply_step.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/scheduler.h"
 
@@ -49,7 +50,7 @@ int drain(Scheduler& sched, KvBlockAllocator& alloc, const SchedulerLimits& lim,
     EXPECT_LE(in.rows(), lim.max_batch_tokens);
     EXPECT_LE(static_cast<int64_t>(in.seqs.size()), lim.max_seqs);
     std::vector<LogitResult> res(in.logits.size(), LogitResult{7, 1.0f, 1.5f, 0.0f});
-    sched.apply(res, {}, 100);
+    apply_step(sched, res, {}, 100);
     for (auto& s : sched.take_finished()) done.push_back(std::move(s));
     ++steps;
     EXPECT_LT(steps, 10000);
@@ -144,7 +145,7 @@ SchedulerLimits longrope_limits(int64_t max_batch_tokens = 64) {
 }
 
 void apply_argmax_7(Scheduler& sched, const tpbatch::StepInputs& in) {
-  sched.apply(std::vector<LogitResult>(in.logits.size(), LogitResult{7, 1.0f, 1.5f, 0.0f}), {}, 100);
+  apply_step(sched, std::vector<LogitResult>(in.logits.size(), LogitResult{7, 1.0f, 1.5f, 0.0f}), {}, 100);
 }
 
 TEST(Scheduler, APromptWithinTheOriginalContextTurnsByTheShortRopeFactors) {
