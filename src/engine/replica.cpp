@@ -8,12 +8,30 @@
 #include "engine/scheduler.h"
 #include "engine/step_pipe.h"
 #include "io/input_row.h"
+#include "model/rope_frequencies.h"
 #include "reliability/shutdown.h"
 
 namespace tpbatch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+SchedulerLimits scheduler_limits(const JobSpec& job, const ModelConfig& cfg, int stages) {
+  return SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
+                         job.engine.admission == AdmissionPolicy::kLongestFirst,
+                         /*backend_draws=*/true, rope_long_factors_after(cfg)};
+}
+
+// The scheduler's counts into the replica's figures; every KV block must be back unless the job
+// was stopped with rows in flight.
+void count_scheduler(const Scheduler& scheduler, const KvBlockAllocator& allocator, ReplicaStats& stats) {
+  stats.preemptions = scheduler.preemptions();
+  stats.prefix_cache_hit_tokens = scheduler.prefix_cache_hit_tokens();
+  stats.long_rope_recomputed_tokens = scheduler.long_rope_recomputed_tokens();
+  if (!stats.interrupted && allocator.free_blocks() != allocator.num_blocks())
+    throw Error("internal error: " + std::to_string(allocator.num_blocks() - allocator.free_blocks()) +
+                " KV blocks leaked after the job");
+}
 
 }  // namespace
 
@@ -23,10 +41,7 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   const int stages = topo.layout.pipeline;
   KvBlockAllocator allocator(runner.kv_layout().num_blocks, runner.kv_layout().block_size,
                              job.engine.prefix_caching);
-  Scheduler scheduler(SchedulerLimits{job.engine.max_seqs, job.engine.max_batch_tokens, stages,
-                                      job.engine.admission == AdmissionPolicy::kLongestFirst,
-                                      /*backend_draws=*/true, rope_long_factors_after(cfg)},
-                      allocator);
+  Scheduler scheduler(scheduler_limits(job, cfg, stages), allocator);
   RowAdmitter admitter(job, tok, cfg);
   admitter.set_kv_capacity_tokens(allocator.num_blocks() * allocator.block_size());
   runner.set_host_draw(draw_on_host);
@@ -92,14 +107,9 @@ ReplicaStats run_replica_leader(const JobSpec& job, const Tokenizer& tok, ModelR
   emit_finished();
   pipe.stop();
   source.close();
-  stats.preemptions = scheduler.preemptions();
-  stats.prefix_cache_hit_tokens = scheduler.prefix_cache_hit_tokens();
-  stats.long_rope_recomputed_tokens = scheduler.long_rope_recomputed_tokens();
   stats.step_seconds = busy;
   stats.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!stats.interrupted && allocator.free_blocks() != allocator.num_blocks())
-    throw Error("internal error: " + std::to_string(allocator.num_blocks() - allocator.free_blocks()) +
-                " KV blocks leaked after the job");
+  count_scheduler(scheduler, allocator, stats);
   return stats;
 }
 

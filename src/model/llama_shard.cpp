@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "model/model_family.h"
+#include "model/rope_frequencies.h"
 #include "model/weight_staging.h"
 
 namespace tpbatch {

@@ -1,6 +1,7 @@
 #include "model/shard_bytes.h"
 
 #include "model/model_family.h"
+#include "model/rope_frequencies.h"
 #include "model/shard_ranges.h"
 
 namespace tpbatch {

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
+#include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/make_model.h"

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
+#include "model/rope_frequencies.h"
 #include "test_assets.h"
 
 namespace fs = std::filesystem;
