@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "io/input_row.h"
+#include "job/chat_template_kwargs.h"
 
 namespace tpbatch {
 namespace {
@@ -221,7 +222,8 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
       return nullptr;
     }
     try {
-      prompt_text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true);
+      prompt_text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true,
+                              merged_chat_template_kwargs(job_.chat_template_kwargs, row.chat_template_kwargs));
     } catch (const chat::RaisedException& e) {
       immediate.push_back(error_row(row.index, row.id, line + "the chat template refused the messages: " + e.what()));
       return nullptr;

@@ -3,6 +3,7 @@
 // of value with its validation, what it means, and when the effective-job YAML carries it. Parsing,
 // the known-key check, `--set`, the effective YAML and the reference (docs/job-keys.md) all read
 // this one table.
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -75,9 +76,14 @@ struct StopStrings {  // a non-empty string or a list of them
 struct TokenIds {  // a token id or a list of them, each in [0, 2^31)
   std::vector<int32_t>& (*field)(JobSpec&);
 };
+struct JsonMapping {  // a mapping of names to any values, held as a JSON object's text ("" = none)
+  std::string& (*field)(JobSpec&);
+  // Why a (non-empty) value cannot be used, "" when it can; null = any mapping.
+  std::string (*problem)(const nlohmann::ordered_json&, const std::string& key) = nullptr;
+};
 
 using Value = std::variant<Text, OptionalText, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag,
-                           StopStrings, TokenIds>;
+                           StopStrings, TokenIds, JsonMapping>;
 
 }  // namespace job_key
 
