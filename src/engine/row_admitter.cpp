@@ -231,8 +231,9 @@ std::unique_ptr<Sequence> RowAdmitter::admit_line(const WorkItem& item, std::vec
       immediate.push_back(error_row(row.index, row.id, line + t->origin() + ": " + e.what()));
       return nullptr;
     }
-    // No double BOS: a template that writes bos_token itself gets no second one from the tokenizer.
-    add_bos = t->bos_token().empty() || prompt_text->rfind(t->bos_token(), 0) != 0;
+    // As Hugging Face and vLLM encode a rendered chat (add_special_tokens=False): the BOS is the
+    // template's own {{ bos_token }} if it writes one, never one more from the tokenizer.
+    add_bos = false;
   }
   const bool scoring = job_.task == Task::kScore;
   const bool joint =
