@@ -242,15 +242,6 @@ bool parse_double(const std::string& s, double& v) {
 
 }  // namespace
 
-std::string number_requirement(const Number& r) {
-  std::ostringstream what;
-  if (r.hi)
-    what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
-  else
-    what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
-  return what.str();
-}
-
 std::string value_repr(const YAML::Node& n) {
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -119,7 +120,15 @@ std::string first_key_of(const std::string& section);  // the leaf, e.g. "tensor
 std::vector<std::string> known_key_names();
 
 // What a Number must be, as error messages say it: "a number in (0, 1]", "a number >= 0".
-std::string number_requirement(const job_key::Number& r);
+// Inline: the row parser says it where the job file's reader (yaml-cpp) is not linked (the fuzz targets).
+inline std::string number_requirement(const job_key::Number& r) {
+  std::ostringstream what;
+  if (r.hi)
+    what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
+  else
+    what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
+  return what.str();
+}
 
 // How a value looks in an error message: a number or boolean as written, a string quoted, else
 // "a list", "a mapping", "nothing".
