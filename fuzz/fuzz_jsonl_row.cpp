@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     tpbatch::InputRow row = tpbatch::parse_input_row(line, index, job, vocab);
     if (row.index != index) std::abort();
-    if (job.input.tokens_field) {
-      if (!row.tokens || row.tokens->empty()) std::abort();
+    if (job.input.tokens_field && (!row.tokens || row.tokens->empty())) std::abort();
+    if (row.tokens) {  // tokens_field's, or an OpenAI request's token-id prompt
       for (int32_t id : *row.tokens)
         if (id < 0 || (vocab > 0 && id >= vocab)) std::abort();
     } else if (!row.text && !row.messages_json) {  // a prompt, or chat messages to render

@@ -17,6 +17,8 @@ Subcommand add_render_chat_subcommand(CLI::App& program) {
   cmd->add_option("--bos-token", rc->bos_token, "the template's bos_token");
   cmd->add_option("--eos-token", rc->eos_token, "the template's eos_token");
   cmd->add_flag("--no-generation-prompt", rc->no_generation_prompt, "add_generation_prompt off");
+  cmd->add_option("--chat-template-kwargs", rc->chat_template_kwargs,
+                  "JSON object of further template variables, e.g. '{\"enable_thinking\": false}'");
   return {cmd, [rc] { return run_render_chat(*rc, std::cout); }};
 }
 

@@ -1,5 +1,6 @@
 #include "chat/chat_template.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "chat/evaluator.h"
@@ -74,11 +75,20 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& model_dir, const st
   }
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& kwargs) const {
   Dict globals = {{"messages", Value::from_json(messages)},
                   {"add_generation_prompt", Value::boolean(add_generation_prompt)},
                   {"bos_token", Value::string(bos_)},
                   {"eos_token", Value::string(eos_)}};
+  if (kwargs.is_object()) {
+    for (const auto& [name, value] : kwargs.items()) {
+      if (name == "messages") throw TemplateError("chat_template_kwargs may not set 'messages'");
+      auto it = std::find_if(globals.begin(), globals.end(), [&](const auto& g) { return g.first == name; });
+      if (it != globals.end()) it->second = Value::from_json(value);
+      else globals.emplace_back(name, Value::from_json(value));
+    }
+  }
   return chat::render(*tmpl_, globals);
 }
 

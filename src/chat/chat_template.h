@@ -26,7 +26,10 @@ class ChatTemplate {
   static ChatTemplate load(const std::filesystem::path& model_dir, const std::string& template_file);
 
   // Throws TemplateError (or RaisedException for the template's raise_exception) on failure.
-  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt = true) const;
+  // `kwargs` (a JSON object, or null) are further variables, as apply_chat_template's **kwargs:
+  // they may replace add_generation_prompt, bos_token and eos_token, never messages.
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt = true,
+                     const nlohmann::ordered_json& kwargs = nullptr) const;
 
   const std::string& bos_token() const { return bos_; }
   const std::string& eos_token() const { return eos_; }

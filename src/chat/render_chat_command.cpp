@@ -22,9 +22,16 @@ int run_render_chat(const RenderChatOptions& o, std::ostream& out) {
   } catch (const nlohmann::json::exception& e) {
     throw JobError("messages file '" + o.messages_file + "': not valid JSON (" + e.what() + ")");
   }
+  nlohmann::ordered_json kwargs;
+  try {
+    if (!o.chat_template_kwargs.empty()) kwargs = nlohmann::ordered_json::parse(o.chat_template_kwargs);
+  } catch (const nlohmann::json::exception& e) {
+    throw JobError(std::string("--chat-template-kwargs: not valid JSON (") + e.what() + ")");
+  }
+  if (!kwargs.is_null() && !kwargs.is_object()) throw JobError("--chat-template-kwargs must be a JSON object");
   try {
     const chat::ChatTemplate t(source, o.bos_token, o.eos_token, o.template_file);
-    out << t.render(messages, !o.no_generation_prompt);
+    out << t.render(messages, !o.no_generation_prompt, kwargs);
     out.flush();
   } catch (const chat::RaisedException& e) {
     std::fprintf(stderr, "tpbatch: the template raised: %s\n", e.what());

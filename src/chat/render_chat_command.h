@@ -1,7 +1,8 @@
 #pragma once
 // `tpbatch render-chat --template FILE --messages FILE.json [--bos-token T] [--eos-token T]
-// [--no-generation-prompt]`: prints a chat template's rendering of a message list, byte for byte
-// (no newline added), as a row's prompt would be. For checking templates against jinja2.
+// [--no-generation-prompt] [--chat-template-kwargs JSON]`: prints a chat template's rendering of
+// a message list, byte for byte (no newline added), as a row's prompt would be. For checking
+// templates against jinja2.
 #include <ostream>
 #include <string>
 
@@ -13,6 +14,7 @@ struct RenderChatOptions {
   std::string bos_token;
   std::string eos_token;
   bool no_generation_prompt = false;
+  std::string chat_template_kwargs;  // a JSON object of further template variables; empty = none
 };
 
 // Returns the exit code: 0, or 1 when the template raises or cannot render (message on stderr).

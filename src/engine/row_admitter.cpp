@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "job/chat_template_kwargs.h"
 
 namespace tpbatch {
 namespace {
@@ -196,14 +197,16 @@ RowAdmitter::Prompt RowAdmitter::render(const InputRow& row) {
   const chat::ChatTemplate* t = chat_template();
   if (!t) throw LineRefused{chat_error_};
   try {
-    p.text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true);
+    p.text = t->render(nlohmann::ordered_json::parse(*row.messages_json), true,
+                      merged_chat_template_kwargs(job_.chat_template_kwargs, row.chat_template_kwargs));
   } catch (const chat::RaisedException& e) {
     throw LineRefused{std::string("the chat template refused the messages: ") + e.what()};
   } catch (const chat::TemplateError& e) {
     throw LineRefused{t->origin() + ": " + e.what()};
   }
-  // No double BOS: a template that writes bos_token itself gets no second one from the tokenizer.
-  p.add_bos = t->bos_token().empty() || p.text->rfind(t->bos_token(), 0) != 0;
+  // As Hugging Face and vLLM encode a rendered chat (add_special_tokens=False): the BOS is the
+  // template's own {{ bos_token }} if it writes one, never one more from the tokenizer.
+  p.add_bos = false;
   return p;
 }
 

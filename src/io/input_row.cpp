@@ -16,6 +16,7 @@
 #include "io/line_context.h"
 #include "io/line_sampling.h"
 #include "io/openai_request.h"
+#include "io/row_chat.h"
 #include "job/sampling_keys.h"
 #include "tokenizer/utf8.h"
 
@@ -70,26 +71,10 @@ std::vector<int32_t> token_ids(const json& list, const std::string& field, const
   return tokens;
 }
 
-// OpenAI chat format: a non-empty list of {"role": string, "content": string, ...}. Other keys of
-// a message are kept: chat templates may read them.
-void check_messages(const json& m, const LineContext& ctx) {
-  if (!m.is_array()) ctx.bad("'messages' must be a list of {\"role\", \"content\"} objects");
-  if (m.empty()) ctx.bad("'messages' is empty");
-  for (size_t i = 0; i < m.size(); ++i) {
-    const std::string at = "'messages[" + std::to_string(i) + "]";
-    if (!m[i].is_object()) ctx.bad(at + "' must be an object with 'role' and 'content'");
-    auto role = m[i].find("role");
-    if (role == m[i].end() || !role->is_string()) ctx.bad(at + ".role' must be a string");
-    auto content = m[i].find("content");
-    if (content == m[i].end() || !content->is_string())
-      ctx.bad(at + ".content' must be a string (lists of content parts are not supported)");
-  }
-}
-
 // Under input.unknown_keys: error, a key that no part of this job reads is an error, never dropped.
 void check_known_keys(const json& obj, const JobSpec& job, const LineContext& ctx) {
   const InputSpec& in = job.input;
-  std::vector<std::string> known = {in.id_field, in.text_field, "messages"};
+  std::vector<std::string> known = {in.id_field, in.text_field, "messages", "chat_template_kwargs"};
   if (in.tokens_field) known.push_back(*in.tokens_field);
   if (job.task == Task::kScore) {
     known.push_back(in.completion_field);
@@ -146,6 +131,40 @@ std::string number_as_written(std::string_view line, const std::string& key) {
   } sax(key);
   json::sax_parse(line.begin(), line.end(), &sax);
   return sax.text;
+}
+
+// The row's prompt: an OpenAI request's token ids, else tokens_field's ids, else "messages" (with
+// its chat_template_kwargs), else text_field's text.
+void read_prompt(const json& obj, std::string_view line, bool openai, std::optional<std::vector<int32_t>> openai_ids,
+                 const InputSpec& in, int64_t vocab_size, const LineContext& ctx, InputRow& row) {
+  auto text_it = obj.find(in.text_field);
+  auto messages_it = obj.find("messages");
+  const bool has_messages = messages_it != obj.end() && !messages_it->is_null();
+  if (openai_ids) {
+    row.tokens = std::move(openai_ids);
+  } else if (in.tokens_field) {
+    const std::string& tf = *in.tokens_field;
+    auto it = obj.find(tf);
+    if (it == obj.end()) ctx.bad("field '" + tf + "' is missing");
+    if (!it->is_array()) ctx.bad("'" + tf + "' must be a list of token ids");
+    if (it->empty()) ctx.bad("'" + tf + "' is empty");
+    if (has_messages) ctx.bad("a row has either '" + tf + "' or 'messages', not both");
+    row.tokens = token_ids(*it, tf, ctx, vocab_size);
+    if (text_it != obj.end() && text_it->is_string()) row.text = text_it->get<std::string>();
+  } else if (has_messages) {
+    if (text_it != obj.end() && !text_it->is_null())
+      ctx.bad("a row has either '" + in.text_field + "' or 'messages', not both");
+    RowChat chat = read_row_chat(line, openai, ctx);
+    row.messages_json = std::move(chat.messages_json);
+    row.chat_template_kwargs = std::move(chat.kwargs_json);
+  } else {
+    if (text_it == obj.end()) ctx.bad("field '" + in.text_field + "' is missing");
+    if (!text_it->is_string()) ctx.bad("'" + in.text_field + "' must be a string");
+    row.text = text_it->get<std::string>();
+  }
+
+  if (auto it = obj.find("chat_template_kwargs"); it != obj.end() && !it->is_null() && !has_messages)
+    ctx.bad("'chat_template_kwargs' is read only with 'messages' (the chat template renders them)");
 }
 
 }  // namespace
@@ -205,11 +224,13 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
   if (!obj.is_object()) ctx.bad("not a JSON object");
   const bool openai = obj.contains("custom_id") && obj.contains("body");
   if (openai) obj = openai_request_to_row(obj, job, ctx);
-  std::optional<std::vector<int32_t>> openai_ids;  // a /v1/embeddings request's token-id input
-  if (openai && obj.contains(kOpenAiInputIds)) {
-    openai_ids = token_ids(obj[kOpenAiInputIds], "body.input", ctx, vocab_size);
-    obj.erase(kOpenAiInputIds);
-  }
+  std::optional<std::vector<int32_t>> openai_ids;  // a request's token-id input (embeddings) or prompt
+  for (const auto& [key, field] :
+       {std::pair{&kOpenAiInputIds, "body.input"}, std::pair{&kOpenAiPromptIds, "body.prompt"}})
+    if (openai && obj.contains(*key)) {
+      openai_ids = token_ids(obj[*key], field, ctx, vocab_size);
+      obj.erase(*key);
+    }
 
   InputRow row;
   row.index = index;
@@ -230,32 +251,7 @@ InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& jo
     ctx.id = row.id;
   }
 
-  auto text_it = obj.find(in.text_field);
-  auto messages_it = obj.find("messages");
-  const bool has_messages = messages_it != obj.end() && !messages_it->is_null();
-  if (openai_ids) {
-    row.tokens = std::move(openai_ids);
-  } else if (in.tokens_field) {
-    const std::string& tf = *in.tokens_field;
-    auto it = obj.find(tf);
-    if (it == obj.end()) ctx.bad("field '" + tf + "' is missing");
-    if (!it->is_array()) ctx.bad("'" + tf + "' must be a list of token ids");
-    if (it->empty()) ctx.bad("'" + tf + "' is empty");
-    if (has_messages) ctx.bad("a row has either '" + tf + "' or 'messages', not both");
-    row.tokens = token_ids(*it, tf, ctx, vocab_size);
-    if (text_it != obj.end() && text_it->is_string()) row.text = text_it->get<std::string>();
-  } else if (has_messages) {
-    if (text_it != obj.end() && !text_it->is_null())
-      ctx.bad("a row has either '" + in.text_field + "' or 'messages', not both");
-    check_messages(*messages_it, ctx);
-    // Again in the line's own key order: a template's tojson must see the dicts as written.
-    const auto ordered = nlohmann::ordered_json::parse(line.begin(), line.end());
-    row.messages_json = (openai ? ordered["body"]["messages"] : ordered["messages"]).dump();
-  } else {
-    if (text_it == obj.end()) ctx.bad("field '" + in.text_field + "' is missing");
-    if (!text_it->is_string()) ctx.bad("'" + in.text_field + "' must be a string");
-    row.text = text_it->get<std::string>();
-  }
+  read_prompt(obj, line, openai, std::move(openai_ids), in, vocab_size, ctx, row);
 
   if (job.task == Task::kScore) {
     if (auto it = obj.find(in.completion_field); it != obj.end() && !it->is_null()) {

@@ -18,6 +18,7 @@ struct InputRow {
   std::optional<std::string> text;             // text_field
   std::optional<std::vector<int32_t>> tokens;  // tokens_field
   std::optional<std::string> messages_json;    // "messages" (OpenAI chat format), validated, as JSON text
+  std::optional<std::string> chat_template_kwargs;  // a messages row's own template variables, as JSON text
   std::optional<std::string> completion;       // score task: completion_field
   std::optional<std::vector<int32_t>> completion_tokens;  // score task: "completion_tokens" (ids)
   SamplingParams sampling;                     // job defaults with this line's overrides applied
@@ -34,7 +35,8 @@ struct BadLine {
 // Parses one line. Per-line overrides: per_line_sampling_names() (job/sampling_keys.h); a key that
 // is neither one of these nor a field the job reads is an error row unless input.unknown_keys:
 // ignore. Fields: id_field, text_field (or
-// tokens_field, or "messages"), and for the score task completion_field or "completion_tokens".
+// tokens_field, or "messages" with its "chat_template_kwargs"), and for the score task
+// completion_field or "completion_tokens".
 // Throws BadLine: not JSON, not an object, invalid UTF-8, missing/mistyped field, bad override
 // value, token id outside [0, vocab_size), a key the job does not read (input.unknown_keys: error).
 InputRow parse_input_row(std::string_view line, int64_t index, const JobSpec& job, int64_t vocab_size);

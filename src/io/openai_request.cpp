@@ -9,6 +9,7 @@
 namespace tpbatch {
 
 const std::string kOpenAiInputIds = std::string("\0openai_input_ids", 17);
+const std::string kOpenAiPromptIds = std::string("\0openai_prompt_ids", 18);
 
 namespace {
 
@@ -56,12 +57,37 @@ json openai_embedding_request_to_row(const json& req, const JobSpec& job, LineCo
   return row;
 }
 
+bool is_token_ids(const json& v) {
+  return v.is_array() && !v.empty() &&
+         std::all_of(v.begin(), v.end(), [](const json& t) { return t.is_number_integer(); });
+}
+
+// A /v1/completions body.prompt: a string or a list of token ids (used as they are, no BOS added),
+// either alone or as the one element of a list. A list of several prompts is refused: a request
+// line is one prompt, whose rows are its n samples.
+void read_completion_prompt(const json& v, json& row, const InputSpec& in, const LineContext& ctx) {
+  const json& one = v.is_array() && v.size() == 1 && (v[0].is_string() || v[0].is_array()) ? v[0] : v;
+  if (one.is_string()) {
+    row[in.text_field] = one;
+  } else if (is_token_ids(one)) {
+    row[kOpenAiPromptIds] = one;
+  } else if (v.is_array() && v.size() > 1 &&
+             (std::all_of(v.begin(), v.end(), [](const json& p) { return p.is_string(); }) ||
+              std::all_of(v.begin(), v.end(), [](const json& p) { return p.is_array(); }))) {
+    ctx.bad("'body.prompt' holds " + std::to_string(v.size()) + " prompts; a request line is one prompt here "
+            "(write one request line, with its own custom_id, per prompt)");
+  } else {
+    ctx.bad("'body.prompt' must be a string or a non-empty list of token ids (or a list of one of these)");
+  }
+}
+
 }  // namespace
 
 // An OpenAI Batch API request line ({"custom_id", "method", "url", "body"}) as the plain row it
-// asks for: custom_id is the id, body.prompt (completions) or body.messages (chat) the prompt, and
-// the body keys of the sampling table (SamplingKey::openai: OpenAI's keys and vLLM's extra sampling
-// keys; completions' logprobs: k is top_logprobs) the overrides. body.model is ignored (the job
+// asks for: custom_id is the id, body.prompt (completions) or body.messages (chat, with its
+// chat_template_kwargs) the prompt, and the body keys of the sampling table (SamplingKey::openai:
+// OpenAI's keys and vLLM's extra sampling keys; completions' logprobs: k is top_logprobs) the
+// overrides. body.model is ignored (the job
 // names the model); n is the number of samples (choices); stream: false and chat's logprobs:
 // true|false are accepted as what the engine does anyway; other body keys are unknown keys.
 json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx) {
@@ -94,11 +120,9 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
     const json& v = kv.value();
     if (k == "model" || v.is_null()) continue;
     if (!chat && k == "prompt") {
-      if (v.is_array() && v.size() == 1 && v[0].is_string()) row[in.text_field] = v[0];
-      else if (v.is_string()) row[in.text_field] = v;
-      else ctx.bad("'body.prompt' must be a string (one prompt per request)");
-    } else if (chat && k == "messages") {
-      row["messages"] = v;
+      read_completion_prompt(v, row, in, ctx);
+    } else if (chat && (k == "messages" || k == "chat_template_kwargs")) {
+      row[k] = v;
     } else if (const SamplingKey* key = carried_sampling_key(k, v, chat)) {
       // The OpenAI keys and vLLM's extra sampling parameters (sampling_keys()), as row keys.
       const std::string name = key->name();
@@ -114,14 +138,15 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
       // body.top_logprobs asks for alternatives.
     } else if (k == "stream" && v.is_boolean() && !v.get<bool>()) {
     } else if (strict) {
-      std::string list = chat ? "messages" : "prompt";
+      std::string list = chat ? "messages, chat_template_kwargs" : "prompt";
       for (const std::string& name : openai_sampling_names()) list += ", " + name;
       ctx.bad("unknown key 'body." + k + "' (this engine reads body." + list +
               "; input.unknown_keys: ignore skips the others)");
     }
   }
   if (chat && !row.contains("messages")) ctx.bad("field 'body.messages' is missing");
-  if (!chat && !row.contains(in.text_field)) ctx.bad("field 'body.prompt' is missing");
+  if (!chat && !row.contains(in.text_field) && !row.contains(kOpenAiPromptIds))
+    ctx.bad("field 'body.prompt' is missing");
   return row;
 }
 

@@ -13,6 +13,8 @@ namespace tpbatch {
 // Where a /v1/embeddings request's token-id input waits, in the converted row, for parse_input_row
 // (a name no input line can use: it starts with a NUL).
 extern const std::string kOpenAiInputIds;
+// The same for a /v1/completions request's token-id prompt.
+extern const std::string kOpenAiPromptIds;
 
 // The row a request asks for; ctx.id becomes its custom_id. Refuses the line (ctx.bad) for a bad
 // request, and under input.unknown_keys: error for a key it does not read.

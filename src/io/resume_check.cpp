@@ -6,12 +6,20 @@
 #include <map>
 
 #include "io/output_paths.h"
+#include "job/yaml_json.h"
 
 namespace tpbatch {
 namespace {
 
 void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (n.IsMap()) {
+  if (prefix == "chat_template_kwargs" && n.IsMap()) {
+    // Typed values, compared as JSON: the string "false" and false render differently.
+    try {
+      out[prefix] = yaml_to_json(n).dump();
+    } catch (const std::invalid_argument&) {
+      out[prefix] = "?";
+    }
+  } else if (n.IsMap()) {
     for (const auto& kv : n) flatten(kv.second, prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar(), out);
   } else if (n.IsSequence()) {
     YAML::Emitter e;

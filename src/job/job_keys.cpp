@@ -1,4 +1,4 @@
-// The table of job keys, and the reading and the emitting that follow it.
+// The table of job keys, and the reading that follows it (the emitting: job_yaml_emitter.cpp).
 #include "job/job_keys.h"
 
 #include <algorithm>
@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "job/chat_template_kwargs.h"
+#include "job/yaml_json.h"
 #include "job/sampling_keys.h"
 
 namespace tpbatch {
@@ -90,6 +92,12 @@ std::vector<JobKey> keys_before_sampling() {
        "A Jinja file rendering `messages` rows, instead of the `chat_template` of the model's "
        "`tokenizer_config.json`.",
        [](const JobSpec& j) { return !j.chat_template.empty(); }},
+      // Emitted only when set: files written before the key existed still resume.
+      {"chat_template_kwargs", JsonMapping{JOB_FIELD(chat_template_kwargs), chat_template_kwargs_problem},
+       "Further variables for the chat template of `messages` rows, as Hugging Face's `apply_chat_template(**kwargs)` "
+       "takes them (`{enable_thinking: false}` for Qwen3); a row's own `chat_template_kwargs` replace them name by "
+       "name.",
+       [](const JobSpec& j) { return !j.chat_template_kwargs.empty(); }},
   };
 }
 
@@ -233,15 +241,6 @@ bool parse_double(const std::string& s, double& v) {
 }
 
 }  // namespace
-
-std::string number_requirement(const Number& r) {
-  std::ostringstream what;
-  if (r.hi)
-    what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
-  else
-    what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
-  return what.str();
-}
 
 std::string value_repr(const YAML::Node& n) {
   if (n.IsSequence()) return "a list";
@@ -388,6 +387,19 @@ class KeyReader {
     }
     t.field(job_) = v;
   }
+  void operator()(const JsonMapping& m) const {
+    if (n_.IsNull()) return;
+    if (!n_.IsMap()) must_be("a mapping of names to values", repr(n_));
+    nlohmann::ordered_json v;
+    try {
+      v = yaml_to_json(n_);
+    } catch (const std::invalid_argument& e) {
+      fail("'" + key_ + "': " + e.what());
+    }
+    if (m.problem)
+      if (const std::string why = m.problem(v, key_); !why.empty()) fail(why);
+    m.field(job_) = v.empty() ? "" : v.dump();
+  }
 
  private:
   const KeyErrors& errors_;
@@ -405,50 +417,6 @@ void check_text_rule(const JobKey& k, const KeyErrors& errors, JobSpec& job) {
   if (t->rule == TextRule::kNonEmpty) errors.fail(key, "'" + key + "' must be a non-empty string");
 }
 
-std::string format_double(double v) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
-// Emits one key's value: one overload per kind of value.
-class ValueEmitter {
- public:
-  // The accessors take a JobSpec& to serve reading as well; emitting only reads through them.
-  ValueEmitter(YAML::Emitter& e, const JobSpec& job) : e_(e), job_(const_cast<JobSpec&>(job)) {}
-
-  void operator()(const Text& t) const { e_ << t.field(job_); }
-  void operator()(const OptionalText& t) const {
-    const auto& v = t.field(job_);
-    if (v)
-      e_ << *v;
-    else
-      e_ << YAML::Null;
-  }
-  void operator()(const EnumChoice& c) const { e_ << c.choices.at(c.get(job_)); }
-  void operator()(const Integer& i) const { e_ << i.field(job_); }
-  void operator()(const Unsigned& u) const { e_ << u.field(job_); }
-  void operator()(const Number& r) const { e_ << format_double(r.field(job_)); }
-  void operator()(const FiniteNumber& f) const { e_ << format_double(f.field(job_)); }
-  void operator()(const Flag& f) const { e_ << f.field(job_); }
-  void operator()(const StopStrings& s) const {
-    e_ << YAML::Flow << YAML::BeginSeq;
-    for (const auto& text : s.field(job_)) e_ << YAML::DoubleQuoted << text;
-    e_ << YAML::EndSeq;
-  }
-  void operator()(const TokenIds& t) const {
-    e_ << YAML::Flow << YAML::BeginSeq;
-    for (int32_t id : t.field(job_)) e_ << id;
-    e_ << YAML::EndSeq;
-  }
-
- private:
-  YAML::Emitter& e_;
-  JobSpec& job_;
-};
-
 }  // namespace
 
 void read_job_keys(const YAML::Node& root, const KeyErrors& errors, JobSpec& job) {
@@ -458,26 +426,6 @@ void read_job_keys(const YAML::Node& root, const KeyErrors& errors, JobSpec& job
     std::visit(KeyReader(errors, key, n, job), k.value);
     check_text_rule(k, errors, job);
   }
-}
-
-std::string emit_job_yaml(const JobSpec& job) {
-  YAML::Emitter e;
-  e << YAML::BeginMap;
-  std::string open;  // the section whose mapping is open; "" = none
-  for (const JobKey& k : job_keys()) {
-    if (k.emitted && !k.emitted(job)) continue;
-    const std::string section = section_of(k.key);
-    if (section != open) {
-      if (!open.empty()) e << YAML::EndMap;
-      if (!section.empty()) e << YAML::Key << section << YAML::Value << YAML::BeginMap;
-      open = section;
-    }
-    e << YAML::Key << leaf_of(k.key) << YAML::Value;
-    std::visit(ValueEmitter(e, job), k.value);
-  }
-  if (!open.empty()) e << YAML::EndMap;
-  e << YAML::EndMap;
-  return std::string(e.c_str()) + "\n";
 }
 
 }  // namespace tpbatch

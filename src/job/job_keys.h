@@ -3,12 +3,14 @@
 // of value with its validation, what it means, and when the effective-job YAML carries it. Parsing,
 // the known-key check, `--set`, the effective YAML and the reference (docs/job-keys.md) all read
 // this one table.
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -75,9 +77,14 @@ struct StopStrings {  // a non-empty string or a list of them
 struct TokenIds {  // a token id or a list of them, each in [0, 2^31)
   std::vector<int32_t>& (*field)(JobSpec&);
 };
+struct JsonMapping {  // a mapping of names to any values, held as a JSON object's text ("" = none)
+  std::string& (*field)(JobSpec&);
+  // Why a (non-empty) value cannot be used, "" when it can; null = any mapping.
+  std::string (*problem)(const nlohmann::ordered_json&, const std::string& key) = nullptr;
+};
 
 using Value = std::variant<Text, OptionalText, EnumChoice, Integer, Unsigned, Number, FiniteNumber, Flag,
-                           StopStrings, TokenIds>;
+                           StopStrings, TokenIds, JsonMapping>;
 
 }  // namespace job_key
 
@@ -113,7 +120,15 @@ std::string first_key_of(const std::string& section);  // the leaf, e.g. "tensor
 std::vector<std::string> known_key_names();
 
 // What a Number must be, as error messages say it: "a number in (0, 1]", "a number >= 0".
-std::string number_requirement(const job_key::Number& r);
+// Inline: the row parser says it where the job file's reader (yaml-cpp) is not linked (the fuzz targets).
+inline std::string number_requirement(const job_key::Number& r) {
+  std::ostringstream what;
+  if (r.hi)
+    what << "a number in " << (r.lo_open ? "(" : "[") << r.lo << ", " << *r.hi << "]";
+  else
+    what << "a number " << (r.lo_open ? "> " : ">= ") << r.lo;
+  return what.str();
+}
 
 // How a value looks in an error message: a number or boolean as written, a string quoted, else
 // "a list", "a mapping", "nothing".

@@ -45,6 +45,7 @@ struct KindText {
   std::string operator()(const Flag&) const { return "`true` or `false`"; }
   std::string operator()(const StopStrings&) const { return "non-empty string or list of them"; }
   std::string operator()(const TokenIds&) const { return "token id or list of them"; }
+  std::string operator()(const JsonMapping&) const { return "mapping of names to values"; }
 };
 
 // The default, read through the entry's accessor from a default JobSpec.
@@ -64,6 +65,7 @@ struct DefaultText {
   std::string operator()(const Flag& f) const { return code(f.field(job) ? "true" : "false"); }
   std::string operator()(const StopStrings& s) const { return s.field(job).empty() ? "`[]`" : "a list"; }
   std::string operator()(const TokenIds& t) const { return t.field(job).empty() ? "`[]`" : "a list"; }
+  std::string operator()(const JsonMapping& m) const { return m.field(job).empty() ? "`{}`" : "a mapping"; }
 };
 
 // A table cell: no line breaks, and '|' escaped.

@@ -98,6 +98,7 @@ struct JobSpec {
   Task task = Task::kGenerate;
   EmbedSpec embed;                     // task: embed only
   std::string chat_template;           // a file holding a Jinja chat template; empty = tokenizer_config.json's
+  std::string chat_template_kwargs;    // the template's further variables, a JSON object's text; empty = none
   SamplingParams sampling;
   OutputSpec output;
   EngineSpec engine;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Resume compares what changes results and nothing else. Refused (exit 2, naming it, the file
 # untouched): the chat template file edited since the file was started (its content is
-# fingerprinted like the model), engine.kv_cache_dtype, engine.kv_cache_tokens. Accepted: the same
-# job again, the model folder spelled differently (a trailing '/', a relative path). A refusal's
-# hint never offers overwrite (which discards every done row) as the way out.
+# fingerprinted like the model), chat_template_kwargs, engine.kv_cache_dtype,
+# engine.kv_cache_tokens. Accepted: the same job again, the model folder spelled differently (a
+# trailing '/', a relative path). A refusal's hint never offers overwrite (which discards every
+# done row) as the way out.
 source "$(dirname "$0")/lib.sh"
 cp -r "$STORIES" "$WORK/model"
 printf '%s\n' '{"id": "a", "messages": [{"role": "user", "content": "Once upon a time"}]}' >"$WORK/in.jsonl"
@@ -37,5 +38,7 @@ cp "$WORK/out.h5" "$WORK/orig.h5"
 refused "engine.kv_cache_dtype" "'engine.kv_cache_dtype' is float32 there and bfloat16 here" \
   --set engine.kv_cache_dtype=bfloat16
 refused "engine.kv_cache_tokens" "'engine.kv_cache_tokens' is 4096 there and 64 here" --set engine.kv_cache_tokens=64
+refused "chat_template_kwargs" "'chat_template_kwargs' is {\"enable_thinking\":false} here and absent there" \
+  --set 'chat_template_kwargs={enable_thinking: false}'
 echo '{{ bos_token }}{% for m in messages %}[{{ m.content }}]{% endfor %}' >"$WORK/template.jinja"
 refused "chat template edited" "the chat template changed since the file was started"

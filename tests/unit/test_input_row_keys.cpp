@@ -103,8 +103,8 @@ TEST(InputRowKeys, MessagesParsedAndChecked) {
   EXPECT_EQ(bad(R"({"messages": []})"), "input line 7: 'messages' is empty");
   EXPECT_EQ(bad(R"({"messages": "hi"})"), R"(input line 7: 'messages' must be a list of {"role", "content"} objects)");
   EXPECT_EQ(bad(R"({"messages": [{"content": "hi"}]})"), "input line 7: 'messages[0].role' must be a string");
-  EXPECT_EQ(bad(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})"),
-            "input line 7: 'messages[0].content' must be a string (lists of content parts are not supported)");
+  EXPECT_EQ(bad(R"({"messages": [{"role": "user", "content": 5}]})"),
+            R"(input line 7: 'messages[0].content' must be a string or a list of content parts ({"type": "text", "text": ...}))");
 }
 
 namespace {
