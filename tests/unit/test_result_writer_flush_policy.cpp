@@ -10,42 +10,15 @@
 #include "common/error.h"
 #include "io/inspect_results.h"
 #include "io/result_writer.h"
+#include "results_file_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace tpbatch;
 
 namespace {
 
-RunInfo job_of(int64_t rows) {
-  RunInfo i;
-  i.model = "models/tiny";
-  i.task = "generate";
-  i.job_yaml = "model: models/tiny\ntask: generate\n";
-  i.num_rows = rows;
-  return i;
-}
-
-RowResult row(int64_t i) {
-  RowResult r;
-  r.index = i;
-  r.id = "id-" + std::to_string(i);
-  r.prompt_tokens = {1, 2};
-  r.output_tokens = {7};
-  r.finish_reason = FinishReason::kLength;
-  return r;
-}
-
-class FlushPolicyTest : public ::testing::Test {
+class FlushPolicyTest : public ResultsFileTest {
  protected:
-  void SetUp() override {
-    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tpbatch_flush_" + std::string(ti->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    path_ = (dir_ / "results.h5").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // The rows a reader sees done: inspect's "rows N / M done" (no file yet: none).
   int64_t durable_rows() {
     if (!fs::exists(path_)) return 0;
@@ -56,9 +29,6 @@ class FlushPolicyTest : public ::testing::Test {
     EXPECT_NE(at, std::string::npos) << text;
     return std::stoll(text.substr(at + 12));
   }
-
-  fs::path dir_;
-  std::string path_;
 };
 
 constexpr double kNever = 1e9;  // seconds: no flush by time in these tests
@@ -66,37 +36,37 @@ constexpr double kNever = 1e9;  // seconds: no flush by time in these tests
 }  // namespace
 
 TEST_F(FlushPolicyTest, RowsAreBufferedUntilFlushRowsAreWritten) {
-  auto w = ResultWriter::open(path_, IfExists::kOverwrite, job_of(5), FlushPolicy{3, kNever});
-  w->write(row(0));
-  w->write(row(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, small_job(5), FlushPolicy{3, kNever});
+  w->write(small_row(0));
+  w->write(small_row(1));
   EXPECT_EQ(durable_rows(), 0);
-  w->write(row(2));
+  w->write(small_row(2));
   EXPECT_EQ(durable_rows(), 3);
-  w->write(row(3));
+  w->write(small_row(3));
   EXPECT_EQ(durable_rows(), 3);
 }
 
 TEST_F(FlushPolicyTest, FlushRowsOfOneRecordsEveryRowAsItIsWritten) {
-  auto w = ResultWriter::open(path_, IfExists::kOverwrite, job_of(3), FlushPolicy{1, kNever});
-  w->write(row(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, small_job(3), FlushPolicy{1, kNever});
+  w->write(small_row(1));
   EXPECT_EQ(durable_rows(), 1);
-  w->write(row(0));
+  w->write(small_row(0));
   EXPECT_EQ(durable_rows(), 2);
 }
 
 TEST_F(FlushPolicyTest, ARowWrittenFlushSecondsAfterTheLastFlushFlushes) {
   // seconds 0: every row is written at least 0 s after the last flush.
-  auto w = ResultWriter::open(path_, IfExists::kOverwrite, job_of(4), FlushPolicy{100, 0.0});
-  w->write(row(0));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, small_job(4), FlushPolicy{100, 0.0});
+  w->write(small_row(0));
   EXPECT_EQ(durable_rows(), 1);
-  w->write(row(3));
+  w->write(small_row(3));
   EXPECT_EQ(durable_rows(), 2);
 }
 
 TEST_F(FlushPolicyTest, AnExplicitFlushRecordsTheBufferedRows) {
-  auto w = ResultWriter::open(path_, IfExists::kOverwrite, job_of(4), FlushPolicy{100, kNever});
-  w->write(row(0));
-  w->write(row(1));
+  auto w = ResultWriter::open(path_, IfExists::kOverwrite, small_job(4), FlushPolicy{100, kNever});
+  w->write(small_row(0));
+  w->write(small_row(1));
   w->flush();
   EXPECT_EQ(durable_rows(), 2);
 }

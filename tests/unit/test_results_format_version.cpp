@@ -12,32 +12,13 @@
 #include "io/inspect_results.h"
 #include "io/merge_results.h"
 #include "io/result_writer.h"
+#include "results_file_test_util.h"
 #include "io/results_reader.h"
 
 namespace fs = std::filesystem;
 using namespace tpbatch;
 
 namespace {
-
-RunInfo job_of(int64_t rows) {
-  RunInfo i;
-  i.model = "models/tiny";
-  i.task = "generate";
-  i.job_yaml = "model: models/tiny\ntask: generate\n";
-  i.num_rows = rows;
-  return i;
-}
-
-RowResult row(int64_t i) {
-  RowResult r;
-  r.index = i;
-  r.id = "id-" + std::to_string(i);
-  r.prompt_tokens = {1, 2};
-  r.output_tokens = {7};
-  r.output_text = "text";
-  r.finish_reason = FinishReason::kLength;
-  return r;
-}
 
 // Edits a closed results file with the HDF5 C API, as another tpbatch version would have written it.
 class FileEdit {
@@ -69,22 +50,13 @@ int64_t format_version_of(const std::string& path) {
   return ResultsReader::open(path, path).int_attribute("format_version");
 }
 
-class ResultsFormatVersionTest : public ::testing::Test {
+class ResultsFormatVersionTest : public ResultsFileTest {
  protected:
-  void SetUp() override {
-    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tpbatch_format_" + std::string(ti->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    path_ = (dir_ / "results.h5").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A finished file of `rows` rows, of this tpbatch's format, with rows 0 and 1 done.
   void write_file(int64_t rows) {
-    auto w = ResultWriter::open(path_, IfExists::kOverwrite, job_of(rows));
-    w->write(row(0));
-    w->write(row(1));
+    auto w = ResultWriter::open(path_, IfExists::kOverwrite, small_job(rows));
+    w->write(small_row(0));
+    w->write(small_row(1));
     w->finish(RunMetrics{});
   }
   // The Error message `f` throws; fails the test when it throws none.
@@ -98,9 +70,6 @@ class ResultsFormatVersionTest : public ::testing::Test {
     ADD_FAILURE() << "no error";
     return "";
   }
-
-  fs::path dir_;
-  std::string path_;
 };
 
 const std::string kNewer = "format_version is " + std::to_string(kResultsFormatVersion + 1);
@@ -115,7 +84,7 @@ TEST_F(ResultsFormatVersionTest, ANewFileHasTheFormatVersionThisTpbatchWrites) {
 TEST_F(ResultsFormatVersionTest, AFileOfANewerFormatIsNotResumedAndTheMessageNamesItsVersion) {
   write_file(3);
   FileEdit(path_).set_format_version(kResultsFormatVersion + 1);
-  const std::string m = error_of([&] { ResultWriter::open(path_, IfExists::kResume, job_of(3)); });
+  const std::string m = error_of([&] { ResultWriter::open(path_, IfExists::kResume, small_job(3)); });
   EXPECT_NE(m.find("cannot be resumed"), std::string::npos) << m;
   EXPECT_NE(m.find(kNewer), std::string::npos) << m;
 }
@@ -170,9 +139,9 @@ TEST_F(ResultsFormatVersionTest, AFileOfFormat1IsResumedAndLeftInTheCurrentForma
     f.set_format_version(1);
   }
   {
-    auto w = ResultWriter::open(path_, IfExists::kResume, job_of(3));
+    auto w = ResultWriter::open(path_, IfExists::kResume, small_job(3));
     EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 1, 0}));
-    w->write(row(2));
+    w->write(small_row(2));
     w->finish(RunMetrics{});
   }
   EXPECT_EQ(format_version_of(path_), kResultsFormatVersion);
@@ -184,7 +153,7 @@ TEST_F(ResultsFormatVersionTest, AFileOfFormat1IsResumedAndLeftInTheCurrentForma
 TEST_F(ResultsFormatVersionTest, AFileOfTheCurrentFormatWithoutADatasetIsRefusedNamingIt) {
   write_file(3);
   FileEdit(path_).delete_dataset("top_logprobs");
-  const std::string m = error_of([&] { ResultWriter::open(path_, IfExists::kResume, job_of(3)); });
+  const std::string m = error_of([&] { ResultWriter::open(path_, IfExists::kResume, small_job(3)); });
   EXPECT_NE(m.find("it has no dataset '/top_logprobs'"), std::string::npos) << m;
 }
 
