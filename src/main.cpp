@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "app/subcommands.h"
-#include "backend/cpu/blas_core.h"
+#include "backend/cpu/gemm/blas_core.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/version.h"

@@ -13,8 +13,8 @@
 
 #include "backend/backend.h"
 #include "backend/buffer.h"
-#include "backend/cpu/cpu_attention.h"
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/attention/paged_attention.h"
+#include "backend/cpu/gemm/gemm.h"
 #include "topology/cpu_share.h"
 
 namespace tpbatch {

@@ -13,8 +13,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "backend/cpu/cpu_attention.h"
-#include "backend/cpu/cpu_decode_attention.h"
+#include "backend/cpu/attention/paged_attention.h"
+#include "backend/cpu/attention/decode_attention_tile.h"
 #include "backend/dtype.h"
 
 namespace tpbatch::cpu {
@@ -157,7 +157,7 @@ std::vector<SeqShape> decode_step(int64_t rows) {
 class DecodeAttention : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t>> {};
 
 // Sets the team size while alive. One thread: every decode tile takes all kv heads; four threads and the
-// 5 sequences of decode_step: one kv head per tile (cpu_attention.cpp's choice).
+// 5 sequences of decode_step: one kv head per tile (paged_attention.cpp's choice).
 struct Threads {
   int saved = omp_get_max_threads();
   explicit Threads(int n) { omp_set_num_threads(n); }

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm/gemm.h"
 #include "backend/dtype.h"
 
 namespace tpbatch::cpu {

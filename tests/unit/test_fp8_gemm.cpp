@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm/gemm.h"
 #include "backend/dtype.h"
 
 namespace tpbatch::cpu {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/cpu_decode_attention.h"
+#include "backend/cpu/attention/decode_attention_tile.h"
 #include "backend/cpu/vector_exp.h"
 
 namespace tpbatch::cpu {

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/attention/paged_attention.h"
 #include "backend/cpu/cpu_exp_ops.h"
 #include "backend/cpu/cpu_family_ops.h"
 #include "backend/cpu/cpu_moe_ops.h"
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm/gemm.h"
 #include "backend/cpu/host_memory.h"
 #include "common/error.h"
 #include "common/mem_available.h"

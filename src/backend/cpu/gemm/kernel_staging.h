@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
 
 namespace tpbatch::cpu::detail {
 namespace {

@@ -1,7 +1,7 @@
 // gemm_nt: path choice (row-blocked, broadcast or panel sgemm), the thread split over n, the ISA
 // dispatch.
 // The kernels themselves are in gemm_avx2.cpp and gemm_portable.cpp.
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm/gemm.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
 
 namespace tpbatch::cpu {
 namespace {

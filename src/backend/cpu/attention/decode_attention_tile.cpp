@@ -1,4 +1,4 @@
-// The AVX2 + FMA decode attention tile (see cpu_decode_attention.h). The project compiles for
+// The AVX2 + FMA decode attention tile (see decode_attention_tile.h). The project compiles for
 // x86-64-v2, so this file raises the target with a pragma for its kernels only; every standard header
 // and every function that instantiates a standard template (the scratch vector) comes BEFORE the
 // pragma, so the linker can never pick an AVX2 copy of a shared inline function for the whole program.
@@ -10,8 +10,8 @@
 //    (+-30% on this shared machine), so there is none.
 //  - one kv head per tile for every decode batch: a core reads scattered 4 KiB runs at ~4-6 GB/s
 //    against ~10 GB/s for 16 KiB ones (measured with a plain sum over shuffled runs), hence
-//    cpu_attention.cpp gives a decode tile all kv heads when there are enough tiles for the team.
-#include "backend/cpu/cpu_decode_attention.h"
+//    paged_attention.cpp gives a decode tile all kv heads when there are enough tiles for the team.
+#include "backend/cpu/attention/decode_attention_tile.h"
 
 #include <atomic>
 #include <bit>

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -61,7 +61,7 @@ void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* ou
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include "backend/cpu/avx2_sums.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/gemm/avx2_sums.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "backend/cpu/blas_core.h"
+#include "backend/cpu/gemm/blas_core.h"
 
 #include <cblas.h>
 #include <unistd.h>

@@ -12,7 +12,7 @@ namespace tpbatch::cpu {
 // it can see once, for all its rows and all the query heads sharing that kv head (GQA), keeping an
 // online softmax, so each K/V block is read (and widened from bf16) once per tile, not once per row
 // and head. One OpenMP team over the tiles. Tiles of few queries (decode rows) go to the AVX2 decode
-// kernel of cpu_decode_attention.h where the CPU has it; decode batches then take all kv heads of a
+// kernel of decode_attention_tile.h where the CPU has it; decode batches then take all kv heads of a
 // sequence per tile (each block's K and V read as one contiguous run).
 void paged_attention(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
                      void* k_cache, void* v_cache, const KvLayout& kv, int64_t q_heads, const AttentionSeq* seqs,

@@ -1,6 +1,6 @@
 #pragma once
 // The decode-shaped attention tile (few queries: a decode row, or a short chunk, times its GQA group)
-// for CPUs with AVX2 + FMA. paged_attention (cpu_attention.cpp) sends each tile of at most
+// for CPUs with AVX2 + FMA. paged_attention (paged_attention.cpp) sends each tile of at most
 // kDecodeTileMaxQueries queries here when decode_kernel_enabled(), every other tile to the portable
 // flash-style kernel.
 //

@@ -9,15 +9,15 @@
 #include <cstring>
 #include <new>
 
-#include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
 
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
 #include <immintrin.h>
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include "backend/cpu/avx2_sums.h"       // after the pragma: compiled for this ISA
-#include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/gemm/avx2_sums.h"       // after the pragma: compiled for this ISA
+#include "backend/cpu/gemm/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
 
 namespace tpbatch::cpu::detail {
 namespace {

@@ -27,11 +27,11 @@
 #include <cstring>
 #include <new>
 
-#include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
 
 #if defined(TPBATCH_GEMM_HAVE_AMX)
 #include <cpuid.h>
-#include "backend/cpu/avx512_intrinsics.h"  // <immintrin.h>, without GCC 12's false warnings
+#include "backend/cpu/gemm/avx512_intrinsics.h"  // <immintrin.h>, without GCC 12's false warnings
 
 namespace tpbatch::cpu::detail {
 
@@ -51,7 +51,7 @@ bool amx_bf16_usable() {
 
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
-#include "backend/cpu/kernel_staging.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/gemm/kernel_staging.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "backend/cpu/cpu_attention.h"
+#include "backend/cpu/attention/paged_attention.h"
 
 #include <omp.h>
 
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/cpu_decode_attention.h"
+#include "backend/cpu/attention/decode_attention_tile.h"
 #include "common/error.h"
 
 namespace tpbatch::cpu {
