@@ -11,6 +11,7 @@ Rows (tpbatch side):
   BF16 32 x (128 + 128)                         as the F32 row, bf16 checkpoint
   FP8 decode, 1 sequence, 1 and 2 threads       fp8-block projections (bf16 embeddings / LM head), vs
                                                 its floor, and its speed-up over the BF16 row
+  INT4 decode, 1 sequence, 1 and 2 threads      awq (group 128) projections, the same way
   decode throughput, 16 sequences vs 1, 1 thread ratio vs the ratio the bounds allow
   prefill, 512-token prompts, 1 thread          GEMM rate as a share of the 1-thread GEMM peak
 The 32 x (128+128) bound: prefill FLOPs / peak + 128 steps of max(weights / bw, step FLOPs / peak).
@@ -157,9 +158,10 @@ def main():
         if not os.path.exists(os.path.join(path, "model.safetensors")):
             sh([TP, "make-model", path, "--preset", "125m", "--dtype", "float32" if dt == "f32" else "bfloat16"])
     # Not in `models`: llama.cpp's rows convert those to GGUF.
-    extra_models = {"fp8": os.path.join(WORK, "125m-fp8-block")}
-    if not os.path.exists(os.path.join(extra_models["fp8"], "model.safetensors")):
-        sh([TP, "make-model", extra_models["fp8"], "--preset", "125m", "--dtype", "bfloat16", "--quantize", "fp8-block"])
+    extra_models = {"fp8": os.path.join(WORK, "125m-fp8-block"), "int4": os.path.join(WORK, "125m-awq")}
+    for name, scheme in (("fp8", "fp8-block"), ("int4", "awq")):
+        if not os.path.exists(os.path.join(extra_models[name], "model.safetensors")):
+            sh([TP, "make-model", extra_models[name], "--preset", "125m", "--dtype", "bfloat16", "--quantize", scheme])
     cfg = json.load(open(os.path.join(models["f32"], "config.json")))
     H, I, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
     hd = H // cfg["num_attention_heads"]
@@ -244,6 +246,18 @@ def main():
         row(f"FP8 (128x128 blocks), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
             f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16; at most {2*params/fp8_bytes:.2f}x with a bf16 LM head)",
             f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 1.8x BF16")
+
+    # 4-bit projections: half a byte per weight plus an F32 scale and zero point per 128.
+    int4_bytes = (params - V * H) * (0.5 + 8 / 128) + 2 * V * H
+    for t, m in ((1, m1), (2, m2)):
+        tps = decode("int4", t)
+        results[("int4", "tg", t)] = tps
+        fl = m["bw"] * 1e9 / int4_bytes
+        bf = results[("bf16", "tg", t)]
+        row(f"INT4 (awq, groups of 128), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
+            f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16, {tps/results[('fp8', 'tg', t)]:.2f}x FP8; at most "
+            f"{2*params/int4_bytes:.2f}x BF16 with a bf16 LM head)",
+            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 3x BF16")
 
     best, name, bnd, dec = batched("bf16")
     results[("bf16", "batched_wall", 2)] = best

@@ -27,6 +27,7 @@
 #include "io/output_paths.h"
 #include "io/result_writer.h"
 #include "job/job_spec.h"
+#include "model/int4_checkpoint.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/run_dtypes.h"
@@ -212,7 +213,8 @@ int make_backend(RankJob& r) {
 // step would leave its peers in the step's own collectives.
 int check_checkpoint(const RankJob& r) {
   return collective_check([&] {
-    const WeightStore weights = WeightStore::open(r.job.model);
+    WeightStore weights = WeightStore::open(r.job.model);
+    add_int4_weights(weights, r.cfg.quantization);
     check_weights_finite(weights, r.world_rank, r.world_size);
     const std::string unused = unused_tensors_warning(unused_layer_tensors(weights, r.cfg), r.cfg);
     if (r.log && !unused.empty()) log_warning("%s", unused.c_str());
@@ -227,6 +229,7 @@ int load_shard(RankJob& r) {
   Backend& backend = *r.plane->backend;
   return collective_check([&] {
     WeightStore weights = WeightStore::open(job.model);
+    add_int4_weights(weights, cfg.quantization);
     const RunDtypes dtypes = run_dtypes(
         job, [&] { return weights.tensor("model.embed_tokens.weight").dtype; }, r.plane->device >= 0);
     const ShardPlacement place = shard_placement(cfg, topo.layout.tensor, topo.layout.pipeline, topo.coords.pp,
@@ -253,7 +256,9 @@ void report_memory(const RankJob& r) {
   const KvLayout& kv = runner.kv_layout();
   const int64_t kv_tokens = kv.num_blocks * kv.block_size;
   const QuantizationConfig& quant = cfg.quantization;
-  const std::string linear = quant.quantized() ? ", linear layers F8_E4M3 (" + quant.describe() + ")" : "";
+  const std::string linear =
+      quant.quantized() ? std::string(", linear layers ") + (quant.int4() ? "I4" : "F8_E4M3") + " (" + quant.describe() + ")"
+                        : "";
   log_info("weights: %.2f MiB per rank (min %.2f; backend %s, %s weights%s); resident %.1f MiB on rank 0",
                most / (1 << 20), least / (1 << 20), r.plane->backend->name().c_str(),
                dtype_name(runner.shard().weight_dtype), linear.c_str(), resident_mib());

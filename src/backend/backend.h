@@ -90,11 +90,14 @@ using HostDraw = std::function<int32_t(const float* logits, int64_t vocab, const
 // weight[r][c] = value[r][c] * scales[r * groups + (c + phase) / group]. Every output row carries
 // its own row of scales, so any split or concatenation of rows (tensor parallelism, fused q|k|v)
 // keeps them exact; `phase` is where column 0 falls in its group when the columns are a slice
-// (row-parallel layers) that does not start on a group boundary.
+// (row-parallel layers) that does not start on a group boundary. 4-bit weights: I4 values [n][(k +
+// 1) / 2] (two a byte, low nibble first) with F32 zero points laid out as the scales:
+// weight[r][c] = (value[r][c] - zeros[i]) * scales[i], i = r * groups + (c + phase) / group.
 struct ScaledWeightView {
   BufferView values;
   BufferView scales;
   int64_t groups = 1, group = 1, phase = 0;
+  BufferView zeros;  // I4 values only
 };
 
 class Backend {

@@ -14,6 +14,8 @@ const char* dtype_name(DType dtype) {
     case DType::BF16: return "BF16";
     case DType::I32: return "I32";
     case DType::F8E4M3: return "F8_E4M3";
+    case DType::I64: return "I64";
+    case DType::I4: return "I4";
   }
   return "?";
 }

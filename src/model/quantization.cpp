@@ -1,5 +1,7 @@
 #include "model/quantization.h"
 
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -60,6 +62,92 @@ void parse_fp8(const QuantReader& r, QuantizationConfig& q) {
   q.ignore = r.names("modules_to_not_convert");
 }
 
+// A 4-bit group size: positive, or -1 for one group per row.
+void int4_group(const QuantReader& r, const std::string& key, QuantizationConfig& q) {
+  const int64_t g = r.integer(key);
+  if (g == 0 || g < -1) r.fail(key, "must be a positive number of input columns or -1, got " + std::to_string(g));
+  q.bits = 4;
+  q.group_size = g;
+  if (g > 0) {
+    q.granularity = ScaleGranularity::Block;
+    q.block_rows = 1;
+    q.block_cols = g;
+  } else {
+    q.granularity = ScaleGranularity::Channel;
+  }
+}
+
+void four_bits(const QuantReader& r, const std::string& key) {
+  const int64_t bits = r.integer(key);
+  if (bits != 4) r.fail(key, std::to_string(bits) + "-bit weights are not supported (supported: 4)");
+}
+
+bool boolean_or(const QuantReader& r, const std::string& key, bool fallback) {
+  if (!r.obj.contains(key) || r.obj.at(key).is_null()) return fallback;
+  if (!r.obj.at(key).is_boolean()) r.fail(key, "must be true or false, got " + r.obj.at(key).dump());
+  return r.obj.at(key).get<bool>();
+}
+
+std::string lower_string_or(const QuantReader& r, const std::string& key, const std::string& fallback) {
+  if (!r.obj.contains(key) || r.obj.at(key).is_null()) return fallback;
+  std::string v = r.string(key);
+  for (char& c : v) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
+// AutoAWQ: version gemm (qweight [K, N/8] in the 0,2,4,6,1,3,5,7 order), zero points always.
+void parse_awq(const QuantReader& r, QuantizationConfig& q) {
+  four_bits(r, r.obj.contains("bits") ? "bits" : "w_bit");
+  int4_group(r, r.obj.contains("group_size") ? "group_size" : "q_group_size", q);
+  const std::string version = lower_string_or(r, "version", "gemm");
+  if (version != "gemm") r.fail("version", "'" + version + "' packing is not supported (supported: gemm)");
+  if (!boolean_or(r, "zero_point", true)) r.fail("zero_point", "false (no zero points) is not supported");
+  q.packing = Int4Packing::Awq;
+  q.ignore = r.names("modules_to_not_convert");
+}
+
+// AutoGPTQ / GPTQModel: qweight [K/8, N], qzeros [K/g, N/8] (zero - 1 unless checkpoint_format
+// gptq_v2), scales [K/g, N], g_idx [K].
+void parse_gptq(const QuantReader& r, QuantizationConfig& q) {
+  four_bits(r, "bits");
+  int4_group(r, "group_size", q);
+  if (boolean_or(r, "is_marlin_format", false)) r.fail("is_marlin_format", "the marlin packing is not supported");
+  const std::string key = r.obj.contains("checkpoint_format") ? "checkpoint_format" : "format";
+  const std::string format = lower_string_or(r, key, "gptq");
+  if (format != "gptq" && format != "gptq_v2")
+    r.fail(key, "'" + format + "' is not supported (supported: gptq, gptq_v2)");
+  q.zeros_minus_one = format == "gptq";
+  q.desc_act = boolean_or(r, "desc_act", false);
+  q.packing = Int4Packing::Gptq;
+  q.ignore = r.names("modules_to_not_convert");
+}
+
+// compressed-tensors W4A16: weight_packed [N, K/8] (value + 8, 8 a word from the low nibble),
+// weight_scale [N, K/g], weight_shape [2]; symmetric only.
+void parse_pack_quantized(const QuantReader& r, const QuantReader& w, QuantizationConfig& q) {
+  const std::string format = r.obj.contains("format") ? r.string("format") : "";
+  if (format != "pack-quantized")
+    r.fail("format", "'" + format + "' with 4-bit integer weights is not supported (supported: pack-quantized)");
+  const std::string strategy = w.string("strategy");
+  if (strategy == "group") {
+    int4_group(w, "group_size", q);
+  } else if (strategy == "channel") {
+    q.bits = 4;
+    q.group_size = -1;
+    q.granularity = ScaleGranularity::Channel;
+  } else {
+    w.fail("strategy", "'" + strategy + "' is not supported for 4-bit weights (supported: group, channel)");
+  }
+  if (!boolean_or(w, "symmetric", true))
+    w.fail("symmetric", "false (asymmetric 4-bit weights with weight_zero_point) is not supported yet");
+  if (w.obj.contains("actorder") && !w.obj.at("actorder").is_null()) {
+    const json& a = w.obj.at("actorder");
+    if (!(a.is_boolean() && !a.get<bool>()) && !(a.is_string() && (a == "weight" || a == "static")))
+      w.fail("actorder", a.dump() + " (a stored weight_g_idx) is not supported (supported: null, weight)");
+  }
+  q.packing = Int4Packing::PackQuantized;
+}
+
 // compressed-tensors (llm-compressor): one config group whose weights say what the scales are.
 void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
   q.ignore = r.names("ignore");
@@ -78,12 +166,10 @@ void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
   const int64_t bits = w.integer("num_bits");
   if (type == "int" && bits == 8)
     w.fail("type", "INT8 weights (W8A8) are recognised but not supported yet (supported: float 8-bit weights)");
-  if (type == "int" && bits == 4)
-    w.fail("num_bits", "4-bit integer weights (W4A16, pack-quantized) are recognised but not supported yet "
-                       "(supported: float 8-bit weights)");
+  if (type == "int" && bits == 4) return parse_pack_quantized(r, w, q);
   if (type != "float" || bits != 8)
     w.fail("type", "'" + type + "' with num_bits " + std::to_string(bits) +
-                       " is not supported (supported: float with num_bits 8)");
+                       " is not supported (supported: float with num_bits 8, int with num_bits 4)");
   const std::string strategy = w.string("strategy");
   if (strategy == "tensor") {
     q.granularity = ScaleGranularity::Tensor;
@@ -128,6 +214,9 @@ std::string QuantizationConfig::describe() const {
                   : granularity == ScaleGranularity::Channel ? "per channel"
                                                              : "block " + std::to_string(block_rows) + "x" +
                                                                    std::to_string(block_cols);
+  if (int4())
+    return method + ": int4 values, zero points and scales " +
+           (group_size > 0 ? "per group of " + std::to_string(group_size) : std::string("per channel"));
   return method + ": e4m3 values, scales " + g;
 }
 
@@ -140,11 +229,12 @@ QuantizationConfig parse_quantization_config(const json& obj, const std::string&
     parse_fp8(r, q);
   } else if (q.method == "compressed-tensors") {
     parse_compressed_tensors(r, q);
-  } else if (q.method == "awq" || q.method == "gptq") {
-    r.fail("quant_method", "'" + q.method + "' (4-bit) is recognised but not supported yet (supported: fp8, "
-                           "compressed-tensors with float 8-bit weights)");
+  } else if (q.method == "awq") {
+    parse_awq(r, q);
+  } else if (q.method == "gptq") {
+    parse_gptq(r, q);
   } else {
-    r.fail("quant_method", "unsupported quantization '" + q.method + "' (supported: fp8, compressed-tensors)");
+    r.fail("quant_method", "unsupported quantization '" + q.method + "' (supported: fp8, compressed-tensors, awq, gptq)");
   }
   return q;
 }

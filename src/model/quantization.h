@@ -1,17 +1,24 @@
 #pragma once
 // How a checkpoint's linear layers are quantized, from config.json's quantization_config, and where
-// each quantized weight's scales are. What runs: 8-bit float (e4m3) weights with fp32 scales per
-// tensor, per output channel or per block, written by the formats people download:
+// each quantized weight's scales are. What runs:
+//  8-bit float (e4m3) weights with fp32 scales per tensor, per output channel or per block:
 //   quant_method: fp8 with weight_block_size [bn, bk] (DeepSeek / Qwen3-FP8): X.weight_scale_inv
 //     [ceil(N/bn), ceil(K/bk)] (the factor the fp8 values are multiplied by, despite the name);
 //   quant_method: compressed-tensors, float 8-bit weights (strategy tensor, channel or block):
 //     X.weight_scale [1] (or []), [N, 1] or [ceil(N/bn), ceil(K/bk)].
+//  4-bit integer weights with a scale and a zero point per output row and group of g input
+//  columns, weight = (q - zero) * scale (model/int4_checkpoint.h reads the packed tensors):
+//   quant_method: awq (version gemm), gptq (sym or not; checkpoint_format gptq stores zero - 1,
+//     gptq_v2 the zero itself; desc_act only with a trivial g_idx), and compressed-tensors
+//     pack-quantized int 4-bit symmetric weights (W4A16; zero 8 in the unsigned packing).
 // Activations stay fp32 on the CPU whatever the activation scheme says (static input_scale
 // tensors are not read), so the result is the dequantized weights' to fp32 accumulation order.
-// Recognised but not run yet (refused naming the key): compressed-tensors integer schemes (INT8
-// W8A8, W4A16 pack-quantized), awq and gptq. Anything else is refused naming quant_method.
+// Recognised but not run yet (refused naming the key): compressed-tensors INT8 (W8A8), asymmetric
+// pack-quantized, AWQ's gemv / exllama / marlin packings. Anything else is refused naming
+// quant_method.
 // Which tensors are quantized is read from the checkpoint: an F8_E4M3 tensor is, and must have its
-// scales; the config's ignore lists (lm_head, ...) are the tensors the quantizer left in 16 bits.
+// scales; so is a 4-bit one (its X.qweight / X.weight_packed); the config's ignore lists (lm_head,
+// ...) are the tensors the quantizer left in 16 bits.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,13 +28,24 @@
 namespace tpbatch {
 
 enum class ScaleGranularity : uint8_t { Tensor, Channel, Block };
+// How a 4-bit checkpoint packs its values (model/int4_checkpoint.h).
+enum class Int4Packing : uint8_t { None, Awq, Gptq, PackQuantized };
 
 struct QuantizationConfig {
   std::string method;  // "" when the checkpoint is not quantized, else "fp8" | "compressed-tensors"
   ScaleGranularity granularity = ScaleGranularity::Tensor;
   int64_t block_rows = 0, block_cols = 0;  // Block: output rows x input columns per scale
   std::vector<std::string> ignore;         // modules the config says stay unquantized
+  // 4-bit: the packing, scale groups of `group_size` input columns (granularity Block with
+  // block_rows 1, or Channel for the whole row), whether qzeros store zero - 1 (GPTQ's classic
+  // format), and GPTQ's act-order flag (run only where g_idx is the plain column / group_size).
+  int bits = 8;
+  Int4Packing packing = Int4Packing::None;
+  int64_t group_size = 0;
+  bool zeros_minus_one = false;
+  bool desc_act = false;
   bool quantized() const { return !method.empty(); }
+  bool int4() const { return bits == 4; }
   // The scale tensor of a quantized weight ("....q_proj.weight" -> "....q_proj.weight_scale_inv").
   std::string scale_tensor_name(const std::string& weight_name) const;
   // Its shape for a weight of N output rows and K input columns ([1] for a tensor scale; the
@@ -45,7 +63,8 @@ struct QuantizationConfig {
     const int64_t g = scale_group_width(weight_cols);
     return (scale_phase(col0, weight_cols) + cols + g - 1) / g;
   }
-  // "fp8: e4m3 values, scales block 128x128", "compressed-tensors: e4m3 values, scales per channel"
+  // "fp8: e4m3 values, scales block 128x128", "compressed-tensors: e4m3 values, scales per channel",
+  // "awq: int4 values, zero points and scales per group of 128"
   std::string describe() const;
 };
 

@@ -43,6 +43,8 @@ bool parse_dtype(const std::string& s, DType& out) {
   else if (s == "F16") out = DType::F16;
   else if (s == "BF16") out = DType::BF16;
   else if (s == "F8_E4M3") out = DType::F8E4M3;
+  else if (s == "I32") out = DType::I32;  // 4-bit checkpoints' packed words, g_idx
+  else if (s == "I64") out = DType::I64;  // compressed-tensors' weight_shape
   else return false;
   return true;
 }
@@ -101,7 +103,7 @@ std::vector<TensorInfo> parse_safetensors_header(const std::byte* data, size_t f
     t.file = label;
     const std::string dt = e.at("dtype").get<std::string>();
     if (!parse_dtype(dt, t.dtype))
-      throw Error(where + ": unsupported dtype '" + dt + "' (supported: F32, F16, BF16, F8_E4M3)");
+      throw Error(where + ": unsupported dtype '" + dt + "' (supported: F32, F16, BF16, F8_E4M3, I32, I64)");
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : e.at("shape")) {
@@ -290,6 +292,12 @@ const TensorInfo& WeightStore::tensor(const std::string& name) const {
   return it->second;
 }
 
+void WeightStore::add_logical(const TensorInfo& t) {
+  auto [it, inserted] = tensors_.emplace(t.name, t);
+  if (!inserted) throw Error(t.file + ": tensor '" + t.name + "' is in the checkpoint beside its packed 4-bit form");
+  it->second.data = nullptr;
+}
+
 std::vector<std::string> WeightStore::names() const {
   std::vector<std::string> out;
   out.reserve(tensors_.size());
@@ -324,6 +332,12 @@ void WeightStore::read(const std::string& name, int64_t row0, int64_t nrows, int
                 std::to_string(row0) + ", +" + std::to_string(nrows) + ") x columns [" + std::to_string(col0) + ", +" +
                 std::to_string(ncols) + ") is out of range");
   if (nrows == 0 || ncols == 0) return;
+  // Packed 4-bit weights and integer tensors mean nothing as floats: they are read through their
+  // quantization format (model/int4_checkpoint.h), whose logical I4 weights have no bytes of their own.
+  if ((t.dtype == DType::I4 || t.dtype == DType::I32 || t.dtype == DType::I64) && to != t.dtype)
+    throw Error(t.file + ": tensor '" + name + "' is " + dtype_name(t.dtype) +
+                (t.dtype == DType::I4 ? " (4-bit quantized)" : "") +
+                " where config.json's quantization_config expects an unquantized tensor");
   if (!t.data) throw Error(t.file + ": tensor '" + name + "' is not mapped");
 
   const size_t es = dtype_size(t.dtype);

@@ -44,6 +44,9 @@ class WeightStore {
   bool has(const std::string& name) const;
   const TensorInfo& tensor(const std::string& name) const;  // throws Error naming a missing tensor
   std::vector<std::string> names() const;
+  // Lists a weight the checkpoint holds in another form (a 4-bit weight packed into I32 words
+  // under other names, model/int4_checkpoint.h) under its plain name, with no bytes of its own.
+  void add_logical(const TensorInfo& t);
 
   // Throws Error("tensor X: shape [a, b] but config.json implies [c, d]") on mismatch.
   void expect_shape(const std::string& name, const std::vector<int64_t>& shape) const;

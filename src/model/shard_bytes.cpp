@@ -23,21 +23,28 @@ struct ShardElements {
   // parameters.
   int64_t rope_tables = 0;
   // A quantized checkpoint's projections (attention, MLP, experts; not routers, embeddings or the
-  // LM head), counted here instead of in linear: one byte each, and their F32 scales (one row of
-  // scale groups per output row, model/quantization.h). Experts' share of both in expert_*.
-  int64_t quantized = 0, scales = 0, expert_quantized = 0, expert_scales = 0;
+  // LM head), counted here instead of in linear: their values (one byte each for fp8; 4-bit ones
+  // two a byte, a row of c columns taking (c + 1) / 2), and their F32 scales (one row of scale
+  // groups per output row, model/quantization.h; 4-bit weights as many zero points again).
+  // Experts' share of each in expert_*.
+  int64_t quantized = 0, quantized_bytes = 0, scales = 0;
+  int64_t expert_quantized = 0, expert_quantized_bytes = 0, expert_scales = 0;
 };
 
 // Moves a [rows, cols] slice (input columns from col0 of weight_cols) from linear to quantized.
 void quantized_slice(const QuantizationConfig& q, int64_t rows, int64_t col0, int64_t cols, int64_t weight_cols,
                      int64_t times, ShardElements& e, bool expert) {
-  const int64_t values = times * rows * cols, scales = times * rows * q.scale_groups(col0, cols, weight_cols);
+  const int64_t values = times * rows * cols;
+  const int64_t bytes = q.int4() ? times * rows * ((cols + 1) / 2) : values;
+  const int64_t scales = times * rows * q.scale_groups(col0, cols, weight_cols) * (q.int4() ? 2 : 1);
   e.linear -= values;
   e.quantized += values;
+  e.quantized_bytes += bytes;
   e.scales += scales;
   if (!expert) return;
   e.experts -= values;
   e.expert_quantized += values;
+  e.expert_quantized_bytes += bytes;
   e.expert_scales += scales;
 }
 
@@ -113,13 +120,13 @@ ShardElements shard_elements(const ModelConfig& cfg, const ShardPlacement& place
 
 int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
   const ShardElements e = shard_elements(cfg, place);
-  return e.linear * static_cast<int64_t>(dtype_size(weight_dtype)) + e.quantized +
+  return e.linear * static_cast<int64_t>(dtype_size(weight_dtype)) + e.quantized_bytes +
          (e.norms_biases + e.o_proj_bias + e.rope_tables + e.scales) * 4;
 }
 
 int64_t shard_expert_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
   const ShardElements e = shard_elements(cfg, place);
-  return e.experts * static_cast<int64_t>(dtype_size(weight_dtype)) + e.expert_quantized + e.expert_scales * 4;
+  return e.experts * static_cast<int64_t>(dtype_size(weight_dtype)) + e.expert_quantized_bytes + e.expert_scales * 4;
 }
 
 // Declared in model/llama_shard.h (for `plan`); defined here beside shard_weight_bytes, from the same count.

@@ -12,7 +12,8 @@ namespace tpbatch {
 
 // Weight bytes of a placement, as LlamaShard::weight_bytes() counts a loaded shard: linear layers
 // and the embedding / LM head in `weight_dtype` (a quantized checkpoint's projections: one byte
-// each and their F32 scales, model/quantization.h); norms, biases and the RoPE tables in F32.
+// each (fp8) or two a byte (4-bit), and their F32 scales and 4-bit zero points,
+// model/quantization.h); norms, biases and the RoPE tables in F32.
 int64_t shard_weight_bytes(const ModelConfig& config, const ShardPlacement& placement, DType weight_dtype);
 
 // Of those, the mixture-of-experts layers' routers and the experts the rank holds (its slice of

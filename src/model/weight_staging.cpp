@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "model/int4_checkpoint.h"
 
 namespace tpbatch {
 namespace {
@@ -20,6 +21,10 @@ WeightStaging& WeightStaging::rows(const std::string& name, int64_t row0, int64_
   if (first_name_.empty()) first_name_ = name;
   if (t.dtype == DType::F8E4M3) {
     stage_quantized(t, row0, nrows, col0, ncols);
+    return *this;
+  }
+  if (t.dtype == DType::I4) {
+    stage_int4(t, row0, nrows, col0, ncols);
     return *this;
   }
   if (quantized_)
@@ -75,11 +80,7 @@ void WeightStaging::stage_quantized(const TensorInfo& t, int64_t row0, int64_t n
       w_.read(sname, 0, 1, 0, 1, DType::F32, src.data());
     }
   }
-  if (quantized_ && !(g == grid_))
-    throw Error(t.file + ": tensor '" + name + "' and '" + first_name_ +
-                "' are fused but their scale groups differ (different input widths or column slices)");
-  quantized_ = true;
-  grid_ = g;
+  join_quantized(t, DType::F8E4M3, g);
   const size_t at = bytes_.size();
   bytes_.resize(at + size_t(nrows * ncols));
   w_.read(name, row0, nrows, col0, ncols, DType::F8E4M3, bytes_.data() + at);
@@ -92,6 +93,28 @@ void WeightStaging::stage_quantized(const TensorInfo& t, int64_t row0, int64_t n
         s = src[size_t(r)];
       scales_.push_back(s);
     }
+}
+
+// Fused tensors (q|k|v, gate|up) must share the value type and the scale grid.
+void WeightStaging::join_quantized(const TensorInfo& t, DType values, const Grid& g) {
+  if (quantized_ && (!(g == grid_) || values != values_))
+    throw Error(t.file + ": tensor '" + t.name + "' and '" + first_name_ +
+                "' are fused but their quantization or scale groups differ (different formats, input widths or "
+                "column slices)");
+  quantized_ = true;
+  values_ = values;
+  grid_ = g;
+}
+
+void WeightStaging::stage_int4(const TensorInfo& t, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
+  if (!bytes_.empty() && !quantized_)
+    throw Error(t.file + ": tensor '" + t.name + "' is quantized but '" + first_name_ +
+                "', fused with it, is not: fused tensors must be quantized alike");
+  Int4Slice s = read_int4_slice(w_, quant_, t, row0, nrows, col0, ncols);
+  join_quantized(t, DType::I4, Grid{s.groups, s.group, s.phase});
+  bytes_.insert(bytes_.end(), s.values.begin(), s.values.end());
+  scales_.insert(scales_.end(), s.scales.begin(), s.scales.end());
+  zeros_.insert(zeros_.end(), s.zeros.begin(), s.zeros.end());
 }
 
 WeightStaging& WeightStaging::plus(float x) {
@@ -107,7 +130,8 @@ WeightStaging& WeightStaging::plus(float x) {
 
 Buffer WeightStaging::upload(Backend& be) {
   if (quantized_)
-    throw Error("tensor '" + first_name_ + "' is quantized (F8_E4M3): only linear layers' weights may be");
+    throw Error("tensor '" + first_name_ + "' is quantized (" + dtype_name(values_) +
+                "): only linear layers' weights may be");
   Buffer b = be.alloc(bytes_.size() / dtype_size(dtype_), dtype_);
   if (!bytes_.empty()) be.upload(b.view(), bytes_.data(), bytes_.size());
   clear();
@@ -123,10 +147,14 @@ LinearWeight WeightStaging::upload_linear(Backend& be) {
   if (!be.runs_scaled_weights())
     throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
                 " backend does not run quantized checkpoints yet (the CPU backend does)");
-  lw.values = be.alloc(bytes_.size(), DType::F8E4M3);
+  lw.values = be.alloc(bytes_.size(), values_);
   if (!bytes_.empty()) be.upload(lw.values.view(), bytes_.data(), bytes_.size());
   lw.scales = be.alloc(scales_.size(), DType::F32);
   if (!scales_.empty()) be.upload(lw.scales.view(), scales_.data(), scales_.size() * 4);
+  if (values_ == DType::I4) {
+    lw.zeros = be.alloc(zeros_.size(), DType::F32);
+    if (!zeros_.empty()) be.upload(lw.zeros.view(), zeros_.data(), zeros_.size() * 4);
+  }
   lw.groups = grid_.groups;
   lw.group = grid_.group;
   lw.phase = grid_.phase;
@@ -137,6 +165,7 @@ LinearWeight WeightStaging::upload_linear(Backend& be) {
 void WeightStaging::clear() {
   bytes_.clear();
   scales_.clear();
+  zeros_.clear();
   first_name_.clear();
   quantized_ = false;
   grid_ = Grid{};

@@ -3,8 +3,9 @@
 // buffer in one copy: how a rank's slices, and fused tensors (q|k|v, gate|up), are built.
 // Dense tensors are converted to the staging's dtype. A quantized (F8_E4M3) tensor is copied as
 // is, with its scales (the checkpoint's `<name>_scale(_inv)`, model/quantization.h) expanded to one
-// row of group scales per output row, so that any slice of rows or columns stays exact; only
-// upload_linear takes those.
+// row of group scales per output row, so that any slice of rows or columns stays exact; a 4-bit
+// (I4) one is unpacked to two values a byte with a row of scales and of zero points per output row
+// (model/int4_checkpoint.h). Only upload_linear takes those.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ class WeightStaging {
     bool operator==(const Grid&) const = default;
   };
   void stage_quantized(const TensorInfo& t, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
+  void stage_int4(const TensorInfo& t, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols);
+  void join_quantized(const TensorInfo& t, DType values, const Grid& g);
   void clear();
 
   const WeightStore& w_;
@@ -42,8 +45,10 @@ class WeightStaging {
   const QuantizationConfig& quant_;
   std::vector<char> bytes_;
   std::vector<float> scales_;       // [staged rows][grid.groups] when quantized
+  std::vector<float> zeros_;        // the same for 4-bit values' zero points
   std::string first_name_;          // the first staged tensor, for messages
   bool quantized_ = false;
+  DType values_ = DType::F8E4M3;    // the quantized values' type: F8E4M3 or I4
   Grid grid_;
 };
 

@@ -17,6 +17,7 @@
 #include "backend/dtype.h"
 #include "common/error.h"
 #include "tools/fp8_quantizer.h"
+#include "tools/int4_quantizer.h"
 #include "tools/make_tokenizer.h"
 
 namespace tpbatch {
@@ -398,11 +399,13 @@ void write_safetensors(const std::filesystem::path& path, const Resolved& r, con
   const char* st_dtype = r.dtype == "float32" ? "F32" : r.dtype == "bfloat16" ? "BF16" : "F16";
   const size_t es = r.dtype == "float32" ? 4 : 2;
   const bool quantize = o.quantize != "none";
-  const Fp8Scheme scheme = quantize ? parse_fp8_scheme(o.quantize) : Fp8Scheme::Block;
+  Int4Scheme int4 = Int4Scheme::Awq;
+  const bool is_int4 = quantize && parse_int4_scheme(o.quantize, int4);
+  const Fp8Scheme scheme = quantize && !is_int4 ? parse_fp8_scheme(o.quantize) : Fp8Scheme::Block;
   if (o.dequantize && !quantize) throw Error("make-model: --dequantize needs --quantize (the format to round-trip)");
 
   // Header: tensors laid out in name order (the header's keys are sorted too); a quantized one
-  // (tools/fp8_quantizer.h) is followed by its scale tensor.
+  // (tools/fp8_quantizer.h, tools/int4_quantizer.h) is followed by its scale (and zero) tensors.
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
@@ -412,7 +415,10 @@ void write_safetensors(const std::filesystem::path& path, const Resolved& r, con
       header[name] = {{"dtype", st_dtype}, {"shape", spec.shape}, {"data_offsets", {offset, offset + bytes}}};
       offset += bytes;
     } else {
-      fp8_header_entries(header, offset, scheme, name, spec.shape, o.dequantize);
+      if (is_int4)
+        int4_header_entries(header, offset, int4, name, spec.shape, o.dequantize);
+      else
+        fp8_header_entries(header, offset, scheme, name, spec.shape, o.dequantize);
     }
   }
   std::string text = header.dump();
@@ -437,7 +443,8 @@ void write_safetensors(const std::filesystem::path& path, const Resolved& r, con
     if (quantize && fp8_quantizes(name)) {  // the whole tensor at once: its scales need every value
       std::vector<float> w(size_t(spec.numel()));
       for (float& v : w) v = spec.mean + spec.std * normal(state);
-      const auto out = fp8_file_bytes(scheme, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize);
+      const auto out = is_int4 ? int4_file_bytes(int4, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize)
+                               : fp8_file_bytes(scheme, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize);
       put(out.data(), out.size());
       continue;
     }
@@ -483,7 +490,9 @@ void make_model(const std::filesystem::path& out_dir, const MakeModelOptions& op
   std::string config = config_json(r);
   if (options.quantize != "none" && !options.dequantize) {
     ordered_json j = ordered_json::parse(config);
-    j["quantization_config"] = fp8_quantization_config(parse_fp8_scheme(options.quantize));
+    Int4Scheme int4 = Int4Scheme::Awq;
+    j["quantization_config"] = parse_int4_scheme(options.quantize, int4) ? int4_quantization_config(int4)
+                                                                         : fp8_quantization_config(parse_fp8_scheme(options.quantize));
     config = j.dump(2) + "\n";
   }
   write_text(out_dir / "config.json", config);

@@ -32,7 +32,8 @@ struct MakeModelOptions {
   bool norm_topk_prob = true;
   std::vector<int64_t> mlp_only_layers;
   uint64_t seed = 1;
-  // none | fp8-block | fp8-channel (tools/fp8_quantizer.h): the linear layers written quantized;
+  // none | fp8-block | fp8-channel (tools/fp8_quantizer.h) | awq | gptq | w4a16
+  // (tools/int4_quantizer.h): the linear layers written quantized;
   // with `dequantize` the same weights dequantized to float32 instead (the quantized model's twin).
   std::string quantize = "none";
   bool dequantize = false;

@@ -92,27 +92,76 @@ TEST(QuantizationConfig, Int8W8A8IsRecognisedAndRefusedNamingTheKey) {
   EXPECT_NE(msg.find("not supported yet"), std::string::npos) << msg;
 }
 
-TEST(QuantizationConfig, W4A16PackQuantizedIsRecognisedAndRefusedNamingTheKey) {
-  json q = compressed_tensors({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}});
+json w4a16(json weights) {
+  json q = compressed_tensors(weights);
   q["format"] = "pack-quantized";
-  const std::string msg = error_of(q);
-  EXPECT_NE(msg.find("quantization_config.config_groups.group_0.weights.num_bits"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("W4A16"), std::string::npos) << msg;
+  return q;
 }
 
-TEST(QuantizationConfig, AwqIsRecognisedAndRefusedNamingQuantMethod) {
-  const std::string msg = error_of({{"bits", 4}, {"group_size", 128}, {"modules_to_not_convert", nullptr},
-                                    {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}});
-  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'awq'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not supported yet"), std::string::npos) << msg;
+TEST(QuantizationConfig, W4A16PackQuantizedGroups) {
+  const QuantizationConfig q = parse(w4a16({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128},
+                                            {"symmetric", true}, {"actorder", nullptr}, {"dynamic", false}}));
+  EXPECT_TRUE(q.int4());
+  EXPECT_EQ(q.packing, Int4Packing::PackQuantized);
+  EXPECT_EQ(q.group_size, 128);
+  EXPECT_EQ(q.scale_group_width(4096), 128);
+  EXPECT_EQ(q.ignore, std::vector<std::string>{"lm_head"});
+  EXPECT_EQ(q.describe(), "compressed-tensors: int4 values, zero points and scales per group of 128");
 }
 
-TEST(QuantizationConfig, GptqIsRecognisedAndRefusedNamingQuantMethod) {
-  const std::string msg = error_of({{"bits", 4}, {"damp_percent", 0.01}, {"desc_act", false}, {"group_size", 128},
-                                    {"quant_method", "gptq"}, {"sym", true}, {"true_sequential", true}});
-  EXPECT_NE(msg.find("quantization_config.quant_method"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'gptq'"), std::string::npos) << msg;
+TEST(QuantizationConfig, W4A16AsymmetricAndActorderGroupAreRefusedNamingTheKey) {
+  std::string msg = error_of(w4a16({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128},
+                                    {"symmetric", false}}));
+  EXPECT_NE(msg.find("quantization_config.config_groups.group_0.weights.symmetric"), std::string::npos) << msg;
+  msg = error_of(w4a16({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128},
+                        {"actorder", "group"}}));
+  EXPECT_NE(msg.find("quantization_config.config_groups.group_0.weights.actorder"), std::string::npos) << msg;
+  json q = w4a16({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}});
+  q["format"] = "int-quantized";
+  msg = error_of(q);
+  EXPECT_NE(msg.find("quantization_config.format"), std::string::npos) << msg;
+}
+
+// AutoAWQ's quantization_config (e.g. TheBloke/*-AWQ, casperhansen/*-awq).
+TEST(QuantizationConfig, AwqGemm) {
+  const QuantizationConfig q = parse({{"bits", 4}, {"group_size", 128}, {"modules_to_not_convert", nullptr},
+                                      {"quant_method", "awq"}, {"version", "gemm"}, {"zero_point", true}});
+  EXPECT_EQ(q.packing, Int4Packing::Awq);
+  EXPECT_EQ(q.group_size, 128);
+  EXPECT_FALSE(q.zeros_minus_one);
+}
+
+TEST(QuantizationConfig, AwqOtherPackingsAndBitsAreRefusedNamingTheKey) {
+  std::string msg = error_of({{"bits", 4}, {"group_size", 128}, {"quant_method", "awq"}, {"version", "gemv"}});
+  EXPECT_NE(msg.find("quantization_config.version"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gemv"), std::string::npos) << msg;
+  msg = error_of({{"bits", 3}, {"group_size", 128}, {"quant_method", "awq"}, {"version", "gemm"}});
+  EXPECT_NE(msg.find("quantization_config.bits"), std::string::npos) << msg;
+  msg = error_of({{"bits", 4}, {"group_size", 0}, {"quant_method", "awq"}});
+  EXPECT_NE(msg.find("quantization_config.group_size"), std::string::npos) << msg;
+}
+
+// AutoGPTQ's (TheBloke/*-GPTQ) and GPTQModel's v2 format.
+TEST(QuantizationConfig, GptqClassicAndV2Zeros) {
+  QuantizationConfig q = parse({{"bits", 4}, {"damp_percent", 0.01}, {"desc_act", false}, {"group_size", 128},
+                                {"quant_method", "gptq"}, {"sym", true}, {"true_sequential", true}});
+  EXPECT_EQ(q.packing, Int4Packing::Gptq);
+  EXPECT_TRUE(q.zeros_minus_one);
+  EXPECT_FALSE(q.desc_act);
+  q = parse({{"bits", 4}, {"group_size", -1}, {"desc_act", true}, {"quant_method", "gptq"},
+             {"checkpoint_format", "gptq_v2"}});
+  EXPECT_FALSE(q.zeros_minus_one);
+  EXPECT_TRUE(q.desc_act);  // run only if g_idx turns out trivial (model/int4_checkpoint.cpp)
+  EXPECT_EQ(q.granularity, ScaleGranularity::Channel);
+  EXPECT_EQ(q.scale_group_width(4096), 4096);
+}
+
+TEST(QuantizationConfig, GptqUnsupportedBitsAndFormatsAreRefusedNamingTheKey) {
+  std::string msg = error_of({{"bits", 8}, {"group_size", 128}, {"quant_method", "gptq"}});
+  EXPECT_NE(msg.find("quantization_config.bits"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("8-bit"), std::string::npos) << msg;
+  msg = error_of({{"bits", 4}, {"group_size", 128}, {"quant_method", "gptq"}, {"checkpoint_format", "marlin"}});
+  EXPECT_NE(msg.find("quantization_config.checkpoint_format"), std::string::npos) << msg;
 }
 
 TEST(QuantizationConfig, UnknownQuantMethodIsRefusedNamingTheKeyAndValue) {

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "comm/communicator.h"
 #include "model/config.h"
+#include "model/int4_checkpoint.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
 #include "model/safetensors.h"
@@ -93,7 +94,27 @@ std::vector<Case> cases() {
   MakeModelOptions fp8_block = untied, fp8_channel = untied, fp8_phi3 = phi3, fp8_moe = qwen2_moe;
   for (MakeModelOptions* o : {&fp8_block, &fp8_phi3, &fp8_moe}) o->quantize = "fp8-block";
   fp8_channel.quantize = "fp8-channel";
-  return {{"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
+  // 4-bit checkpoints: half a byte per projection weight plus a scale and a zero point per group of
+  // 128, with the row-parallel shard starting inside a group at TP=2 (intermediate 640 / 2) and
+  // groups of one rank's columns at TP=8; fused (Phi-3) and experts (Qwen2-MoE: 128-wide experts).
+  MakeModelOptions int4_base;
+  int4_base.hidden_size = 256;
+  int4_base.intermediate_size = 640;
+  int4_base.num_heads = 8;
+  int4_base.num_kv_heads = 8;
+  int4_base.head_dim = 32;
+  int4_base.num_layers = 2;
+  int4_base.tie_word_embeddings = 0;
+  MakeModelOptions awq = int4_base, gptq = int4_base, w4a16 = int4_base, awq_phi3 = int4_base, gptq_moe = int4_base;
+  awq.quantize = awq_phi3.quantize = "awq";
+  gptq.quantize = gptq_moe.quantize = "gptq";
+  w4a16.quantize = "w4a16";
+  awq_phi3.architecture = "Phi3ForCausalLM";
+  gptq_moe.architecture = "Qwen2MoeForCausalLM";
+  gptq_moe.moe_intermediate_size = 128;
+  gptq_moe.mlp_only_layers = {1};
+  return {{"awq", awq}, {"gptq", gptq}, {"w4a16", w4a16}, {"awq_phi3", awq_phi3}, {"gptq_qwen2_moe", gptq_moe},
+          {"tied", tied},   {"untied", untied}, {"llama_bias", llama_bias}, {"qwen2", qwen},
           {"qwen3", qwen3}, {"phi3", phi3},     {"gemma", gemma},           {"gemma2", gemma2},
           {"gemma3", gemma3}, {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}, {"qwen2_moe", qwen2_moe},
           {"phi3_longrope", phi3, true},
@@ -108,7 +129,8 @@ TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {
     make_model(dir, c.options);
     if (c.longrope) make_longrope(dir);
     const ModelConfig cfg = load_model_config(dir);
-    const WeightStore ws = WeightStore::open(dir);
+    WeightStore ws = WeightStore::open(dir);
+    add_int4_weights(ws, cfg.quantization);
     auto be = make_cpu_backend();
     for (DType wt : {DType::F32, DType::BF16, DType::F16})
       for (int tensor : {1, 2, 8})

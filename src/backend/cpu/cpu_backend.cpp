@@ -84,12 +84,17 @@ class CpuBackend final : public Backend {
                         int64_t k) override {
     Access a(mem_);
     if (m == 0 || n == 0) return;
-    if (w.values.dtype != DType::F8E4M3 || w.scales.dtype != DType::F32)
-      throw Error(std::string("matmul_nt_scaled: weights must be F8_E4M3 with F32 scales, got ") +
-                  dtype_name(w.values.dtype) + " with " + dtype_name(w.scales.dtype));
-    cpu::gemm_nt_scaled(f32(x, "matmul input"), w.values.as<const uint8_t>(),
-                        cpu::GemmScales{w.scales.as<const float>(), w.groups, w.group, w.phase},
-                        f32_mut(y, "matmul output"), m, n, k);
+    const bool int4 = w.values.dtype == DType::I4;
+    if ((w.values.dtype != DType::F8E4M3 && !int4) || w.scales.dtype != DType::F32 ||
+        (int4 && (w.zeros.empty() || w.zeros.dtype != DType::F32)))
+      throw Error(std::string("matmul_nt_scaled: weights must be F8_E4M3 with F32 scales or I4 with F32 scales and "
+                              "zeros, got ") + dtype_name(w.values.dtype) + " with " + dtype_name(w.scales.dtype));
+    const cpu::GemmScales s{w.scales.as<const float>(), w.groups, w.group, w.phase,
+                            int4 ? w.zeros.as<const float>() : nullptr};
+    if (int4)
+      cpu::gemm_nt_int4(f32(x, "matmul input"), w.values.as<const uint8_t>(), s, f32_mut(y, "matmul output"), m, n, k);
+    else
+      cpu::gemm_nt_scaled(f32(x, "matmul input"), w.values.as<const uint8_t>(), s, f32_mut(y, "matmul output"), m, n, k);
   }
 
   void add_bias(BufferView xv, BufferView bv, int64_t m, int64_t n) override {

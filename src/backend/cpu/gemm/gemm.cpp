@@ -115,7 +115,7 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// fp8 weights (F8E4M3 with scales): a slice of rows at a time is dequantized into a thread-local
+// Quantized weights (F8E4M3 with scales, I4 with scales and zeros): a slice of rows at a time is dequantized into a thread-local
 // fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the others) and
 // computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
 // and every result equals the same weights dequantized ahead and run in fp32.
@@ -123,8 +123,8 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // to the same result.
 void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmPath path) {
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
-  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::fp8_rows_m1_avx2_takes(a))
-    return detail::fp8_rows_m1_avx2(a, n0, n1);
+  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2_takes(a))
+    return detail::quant_rows_m1_avx2(a, n0, n1);
 #endif
   const int64_t slice = path == GemmPath::Panel ? std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16) : 16;
   thread_local std::vector<float> wide;
@@ -139,6 +139,7 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
     f.y = a.y + j;
     f.n = rows;
     f.scales = nullptr;
+    f.zeros = nullptr;
     if (path == GemmPath::Panel)
       panel_sgemm(isa, f, 0, rows);
     else if (path == GemmPath::Broadcast)
@@ -218,11 +219,13 @@ int64_t broadcast_min_rows(GemmIsa isa, DType wtype) {
 }
 
 void check_args(const GemmArgs& a) {
-  if (a.wtype != DType::F32 && a.wtype != DType::BF16 && a.wtype != DType::F16 && a.wtype != DType::F8E4M3)
-    throw std::invalid_argument(std::string("gemm_nt: weights must be F32, BF16, F16 or F8_E4M3, got ") +
+  if (a.wtype != DType::F32 && a.wtype != DType::BF16 && a.wtype != DType::F16 && a.wtype != DType::F8E4M3 &&
+      a.wtype != DType::I4)
+    throw std::invalid_argument(std::string("gemm_nt: weights must be F32, BF16, F16, F8_E4M3 or I4, got ") +
                                 dtype_name(a.wtype));
-  if ((a.wtype == DType::F8E4M3) != (a.scales != nullptr))
-    throw std::invalid_argument("gemm_nt: F8_E4M3 weights need scales, and only they take them");
+  const bool quantized = a.wtype == DType::F8E4M3 || a.wtype == DType::I4;
+  if (quantized != (a.scales != nullptr) || (a.wtype == DType::I4) != (a.zeros != nullptr))
+    throw std::invalid_argument("gemm_nt: F8_E4M3 weights need scales, I4 weights scales and zeros, and only they take them");
   if (a.scales && (a.group <= 0 || a.phase < 0 || a.phase >= a.group || a.groups < (a.k + a.phase + a.group - 1) / a.group))
     throw std::invalid_argument("gemm_nt: scale groups (groups=" + std::to_string(a.groups) + " group=" +
                                 std::to_string(a.group) + " phase=" + std::to_string(a.phase) + ") do not cover k=" +
@@ -230,7 +233,8 @@ void check_args(const GemmArgs& a) {
   if (a.m < 0 || a.n < 0 || a.k < 0)
     throw std::invalid_argument("gemm_nt: negative size m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                                 " k=" + std::to_string(a.k));
-  if (a.ldx < a.k || a.ldw < a.k || a.ldy < a.n)
+  const int64_t ldw_values = a.wtype == DType::I4 ? 2 * a.ldw : a.ldw;  // I4: two values a byte
+  if (a.ldx < a.k || ldw_values < a.k || a.ldy < a.n)
     throw std::invalid_argument("gemm_nt: row stride below the row length (ldx=" + std::to_string(a.ldx) +
                                 " ldw=" + std::to_string(a.ldw) + " k=" + std::to_string(a.k) +
                                 ", ldy=" + std::to_string(a.ldy) + " n=" + std::to_string(a.n) + ")");
@@ -274,7 +278,7 @@ void reset_gemm_isa_for_testing() { g_isa_override.store(-1, std::memory_order_r
 
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k) {
   (void)n;
-  if (wtype == DType::F8E4M3) wtype = DType::F32;  // computed by the fp32 kernels on dequantized slices
+  if (wtype == DType::F8E4M3 || wtype == DType::I4) wtype = DType::F32;  // fp32 kernels on dequantized slices
   const GemmIsa isa = current_isa();
   if (m >= panel_min_rows(isa, wtype, k)) return GemmPath::Panel;
   if (m >= broadcast_min_rows(isa, wtype)) return GemmPath::Broadcast;
@@ -297,6 +301,17 @@ void gemm_nt_scaled(const float* x, const uint8_t* w, const GemmScales& s, float
   a.groups = s.groups;
   a.group = s.group;
   a.phase = s.phase;
+  run_gemm(a, path);
+}
+
+void gemm_nt_int4(const float* x, const uint8_t* w, const GemmScales& s, float* y, int64_t m, int64_t n, int64_t k,
+                  GemmPath path) {
+  GemmArgs a{x, k, w, (k + 1) / 2, DType::I4, y, n, m, n, k};
+  a.scales = s.scales;
+  a.groups = s.groups;
+  a.group = s.group;
+  a.phase = s.phase;
+  a.zeros = s.zeros;
   run_gemm(a, path);
 }
 
@@ -326,7 +341,7 @@ void run_gemm(const GemmArgs& a, GemmPath path) {
   threads = int(std::min<int64_t>(threads, units));
   auto run_slice = [&](int t, int nt) {
     const int64_t n0 = std::min(n, units * t / nt * kUnit), n1 = std::min(n, units * (t + 1) / nt * kUnit);
-    if (a.wtype == DType::F8E4M3)
+    if (a.wtype == DType::F8E4M3 || a.wtype == DType::I4)
       scaled_slices(isa, a, n0, n1, path);
     else if (path == GemmPath::Panel)
       panel_sgemm(isa, a, n0, n1);

@@ -48,9 +48,15 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
 struct GemmScales {
   const float* scales = nullptr;
   int64_t groups = 1, group = 1, phase = 0;
+  const float* zeros = nullptr;  // gemm_nt_int4 only
 };
 void gemm_nt_scaled(const float* x, const uint8_t* w, const GemmScales& scales, float* y, int64_t m, int64_t n,
                     int64_t k, GemmPath path = GemmPath::Auto);
+// 4-bit weights: w is [n][(k + 1) / 2] bytes of two values (low nibble first, column 0 at the
+// start of each row), weight[r][c] = (value[r][c] - zeros[i]) * scales[i], i = r * groups + (c +
+// phase) / group. The same slice-at-a-time dequantization, half a byte read per weight.
+void gemm_nt_int4(const float* x, const uint8_t* w, const GemmScales& scales, float* y, int64_t m, int64_t n,
+                  int64_t k, GemmPath path = GemmPath::Auto);
 
 // The path Auto takes for this shape and type, and its name ("row-blocked", "broadcast",
 // "panel-sgemm").

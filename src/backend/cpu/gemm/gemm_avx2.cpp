@@ -443,6 +443,7 @@ void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
     case DType::BF16: widen_typed<DType::BF16>(a, r0, rows, out); break;
     case DType::F16: widen_typed<DType::F16>(a, r0, rows, out); break;
     case DType::F8E4M3: dequant_fp8_avx2(a, r0, rows, out); break;
+    case DType::I4: dequant_int4_avx2(a, r0, rows, out); break;
     default: break;
   }
 }

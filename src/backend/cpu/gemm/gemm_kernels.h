@@ -16,10 +16,12 @@ struct GemmArgs {
   float* y;
   int64_t ldy;
   int64_t m, n, k;
-  // F8E4M3 weights only: weight row r's scales, scales[r * groups + (c + phase) / group] for column
-  // c (backend.h's ScaledWeightView).
+  // F8E4M3 and I4 weights only: weight row r's scales, scales[r * groups + (c + phase) / group]
+  // for column c (backend.h's ScaledWeightView); I4 weights' zero points laid out alike. I4: ldw
+  // counts bytes of two values.
   const float* scales = nullptr;
   int64_t groups = 0, group = 0, phase = 0;
+  const float* zeros = nullptr;
 };
 
 // Row-blocked kernel: a block of weight rows is read once and used for every row of x.
@@ -28,17 +30,19 @@ void rows_portable(const GemmArgs& a, int64_t n0, int64_t n1);
 // gemm_dequant.cpp).
 void widen_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
+void dequant_int4_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 
 #if defined(__x86_64__) || defined(__i386__)
 // AVX2 + FMA + F16C (callers check the CPU first).
 void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_fp8_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
-// One row of x against fp8 weights dequantized in registers (gemm_dequant.cpp): bit-identical to
-// the row-blocked fp32 kernel on the dequantized weights; takes m = 1 with scale groups on
-// 8-column boundaries.
-bool fp8_rows_m1_avx2_takes(const GemmArgs& a);
-void fp8_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
+void dequant_int4_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
+// One row of x against fp8 or int4 weights dequantized in registers (gemm_dequant.cpp):
+// bit-identical to the row-blocked fp32 kernel on the dequantized weights; takes m = 1 with
+// scale groups on 8-column boundaries.
+bool quant_rows_m1_avx2_takes(const GemmArgs& a);
+void quant_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 // Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64.
 void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX2 1

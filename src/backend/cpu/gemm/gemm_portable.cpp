@@ -32,6 +32,7 @@ inline float f16_bits_to_f32(uint16_t h) {
 
 void widen_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
   if (a.wtype == DType::F8E4M3) return dequant_fp8_portable(a, r0, rows, out);
+  if (a.wtype == DType::I4) return dequant_int4_portable(a, r0, rows, out);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t base = (r0 + r) * a.ldw;
     float* dst = out + r * a.k;

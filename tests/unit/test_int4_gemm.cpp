@@ -1,0 +1,86 @@
+// 4-bit weights with scales and zero points: gemm_nt_int4 against gemm_nt on the same weights
+// dequantized ahead ((value - zero) * scale in fp32, a reference written here from the layout
+// alone): equal to the last bit on every path and kernel family this CPU runs, for whole-row,
+// 128- and 32-column groups, column slices that start inside a group, and odd k (a row's last
+// byte half used); m = 1 with groups on 8-column boundaries runs the in-register kernel.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "backend/cpu/gemm/gemm.h"
+
+namespace tpbatch::cpu {
+namespace {
+
+struct Int4Weights {
+  std::vector<uint8_t> packed;  // [n][(k + 1) / 2], low nibble first
+  std::vector<float> scales, zeros, dequantized;
+  GemmScales grid;
+};
+
+Int4Weights make_int4(int64_t n, int64_t k, int64_t group, int64_t phase, std::mt19937& rng) {
+  Int4Weights w;
+  const int64_t groups = (phase + k + group - 1) / group, rb = (k + 1) / 2;
+  std::uniform_int_distribution<int> code(0, 15);
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+  std::vector<int> codes(size_t(n * k));
+  for (int& c : codes) c = code(rng);
+  for (int64_t i = 0; i < n * groups; ++i) {
+    w.scales.push_back(scale(rng));
+    w.zeros.push_back(float(code(rng) + (i % 7 == 0 ? 1 : 0)));  // gptq's zero + 1 reaches 16
+  }
+  w.packed.assign(size_t(n * rb), 0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      const int v = codes[size_t(r * k + c)];
+      w.packed[size_t(r * rb + c / 2)] |= uint8_t(v << (4 * (c % 2)));
+      const size_t i = size_t(r * groups + (c + phase) / group);
+      w.dequantized.push_back((float(v) - w.zeros[i]) * w.scales[i]);
+    }
+  w.grid = GemmScales{w.scales.data(), groups, group, phase, w.zeros.data()};
+  return w;
+}
+
+TEST(GemmInt4, EqualsTheDequantizedWeightsOnEveryPathAndIsa) {
+  std::mt19937 rng(11);
+  const GemmIsa top = gemm_isa();
+  for (int isa = 0; isa <= int(top); ++isa) {
+    set_gemm_isa_for_testing(GemmIsa(isa));
+    for (int64_t k : {256, 301}) {
+      for (auto [group, phase] : {std::pair<int64_t, int64_t>{128, 0}, {128, 64}, {128, 50}, {32, 0}, {32, 16},
+                                  {int64_t(k), 0}}) {
+        const int64_t n = 37;
+        const Int4Weights w = make_int4(n, k, group, phase, rng);
+        for (int64_t m : {1, 5, 17, 130}) {
+          std::vector<float> x(size_t(m * k));
+          std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+          for (float& v : x) v = dist(rng);
+          for (GemmPath path : {GemmPath::Auto, GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Panel}) {
+            std::vector<float> want(size_t(m * n)), got(size_t(m * n));
+            gemm_nt(x.data(), k, w.dequantized.data(), k, DType::F32, want.data(), n, m, n, k, path);
+            gemm_nt_int4(x.data(), w.packed.data(), w.grid, got.data(), m, n, k, path);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(got[i], want[i]) << gemm_isa_name(GemmIsa(isa)) << " " << gemm_path_name(path) << " m=" << m
+                                         << " k=" << k << " group=" << group << " phase=" << phase << " at " << i;
+          }
+        }
+      }
+    }
+  }
+  reset_gemm_isa_for_testing();
+}
+
+TEST(GemmInt4, ZerosAreRequiredAndGroupsMustCoverTheRow) {
+  std::vector<float> x(8), y(2), scales(4, 1.0f), zeros(4, 8.0f);
+  std::vector<uint8_t> w(8);
+  EXPECT_THROW(gemm_nt_int4(x.data(), w.data(), GemmScales{scales.data(), 1, 8, 0, nullptr}, y.data(), 1, 2, 8),
+               std::invalid_argument);
+  EXPECT_THROW(gemm_nt_int4(x.data(), w.data(), GemmScales{scales.data(), 1, 4, 0, zeros.data()}, y.data(), 1, 2, 8),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tpbatch::cpu
