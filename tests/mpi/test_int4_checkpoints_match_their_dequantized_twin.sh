@@ -15,7 +15,7 @@ shape=(--hidden-size 256 --intermediate-size 640 --layers 3 --heads 8 --kv-heads
 for scheme in awq gptq w4a16; do
   "$TPBATCH" make-model "$WORK/$scheme" "${shape[@]}" --quantize "$scheme" >/dev/null
   "$TPBATCH" make-model "$WORK/$scheme-twin" "${shape[@]}" --quantize "$scheme" --dequantize >/dev/null
-  $PY "$HERE/int4_unpack_reference.py" "$scheme" "$WORK/$scheme" "$WORK/$scheme-twin" ||
+  $PY "$HERE/../mpi/int4_unpack_reference.py" "$scheme" "$WORK/$scheme" "$WORK/$scheme-twin" ||
     fail "$scheme: make-model's file disagrees with the format's reference dequantization"
   for model in "$scheme" "$scheme-twin"; do
     write_job "$WORK/$model.yaml" "$WORK/$model" "$E2E/prompts_mixed.jsonl" "$WORK/$model.h5" \
