@@ -185,10 +185,10 @@ TEST(Safetensors, HeaderNotJsonIsRejected) {
 }
 
 TEST(Safetensors, UnknownDtypeNamesTensorAndDtype) {
-  auto [h, d] = layout({{"model.tok_ids", "I64", {2}, std::vector<uint8_t>(16)}});
+  auto [h, d] = layout({{"model.tok_ids", "F64", {2}, std::vector<uint8_t>(16)}});
   const std::string msg = header_error(file_bytes(h, d));
   EXPECT_NE(msg.find("model.tok_ids"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("I64"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("F64"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dir/model.safetensors"), std::string::npos) << msg;
 }
 
