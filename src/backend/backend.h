@@ -86,7 +86,7 @@ struct DrawnToken {
 // the caller because the sampler lives above the backends. row_max: the row's largest logit or NaN.
 using HostDraw = std::function<int32_t(const float* logits, int64_t vocab, const DrawParams& params, float row_max)>;
 
-// Linear-layer weights stored as F8_E4M3 values [n][k] with fp32 scales (model/quantization.h):
+// Linear-layer weights stored as F8_E4M3 (or I4, below) values [n][k] with fp32 scales (model/quantization.h):
 // weight[r][c] = value[r][c] * scales[r * groups + (c + phase) / group]. Every output row carries
 // its own row of scales, so any split or concatenation of rows (tensor parallelism, fused q|k|v)
 // keeps them exact; `phase` is where column 0 falls in its group when the columns are a slice
