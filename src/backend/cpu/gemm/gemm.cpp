@@ -123,6 +123,11 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // to the same result.
 void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmPath path) {
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
+#if defined(TPBATCH_GEMM_HAVE_AVX512)
+  if (isa >= GemmIsa::Avx512 && a.wtype == DType::I4 && path == GemmPath::RowBlocked &&
+      detail::quant_rows_m1_avx2_takes(a))
+    return detail::int4_rows_m1_avx512(a, n0, n1);
+#endif
   if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2_takes(a))
     return detail::quant_rows_m1_avx2(a, n0, n1);
 #endif

@@ -77,7 +77,7 @@ void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* ou
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include "backend/cpu/gemm/avx2_sums.h"  // after the pragma: compiled for this ISA
+#include "backend/cpu/gemm/quant_rows_m1.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -103,89 +103,19 @@ inline __m256 int4x8(const uint8_t* row, int64_t kk) {
   return _mm256_cvtepi32_ps(_mm256_and_si256(nib, _mm256_set1_epi32(0xf)));
 }
 
-// How the m = 1 kernel reads one weight type: 8 dequantized weights of row r at column kk, with
-// the group's scale (and zero) in registers; bytes(c): the bytes of a row's first c columns.
+// How quant_rows_m1 (quant_rows_m1.h) reads each weight type.
 struct Fp8Rows {
   static int64_t bytes(int64_t c) { return c; }
   static __m256 load(const uint8_t* row, int64_t kk) { return fp8x8(row + kk); }
+  static float zero(float) { return 0.0f; }
   static __m256 dequant(__m256 v, __m256 scale, __m256) { return _mm256_mul_ps(v, scale); }
 };
 struct Int4Rows {
   static int64_t bytes(int64_t c) { return (c + 1) / 2; }
   static __m256 load(const uint8_t* row, int64_t kk) { return int4x8(row, kk); }
+  static float zero(float z) { return z; }
   static __m256 dequant(__m256 v, __m256 scale, __m256 zero) { return _mm256_mul_ps(_mm256_sub_ps(v, zero), scale); }
 };
-
-// One row of x against R quantized weight rows from row j, dequantized in registers: the same
-// weights (as dequant_*_avx2 computes them) met in the same order of FMAs and lane sums as
-// gemm_avx2.cpp's fp32 block kernel (blocks of 4 rows, or 1, one row of x, one pass over k, the
-// k % 8 tail zero-padded; R = 8 is two such blocks side by side, for more independent FMA chains),
-// so the result is that kernel's on the dequantized slice to the last bit, at one byte (fp8) or
-// half a byte (int4) read per weight. Scale groups must start on 8-column boundaries. pf: the next
-// block's rows, prefetched.
-template <int R, class Rows>
-inline void quant_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
-  const auto* w = static_cast<const uint8_t*>(a.w) + j * a.ldw;
-  const float* sc = a.scales + j * a.groups;
-  const float* zp = a.zeros ? a.zeros + j * a.groups : nullptr;
-  __m256 acc[R];
-  #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  const int64_t k8 = a.k & ~int64_t(7);
-  auto group_params = [&](int64_t g, __m256 (&sv)[R], __m256 (&zv)[R]) __attribute__((always_inline)) {
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      sv[r] = _mm256_set1_ps(sc[r * a.groups + g]);
-      zv[r] = zp ? _mm256_set1_ps(zp[r * a.groups + g]) : _mm256_setzero_ps();
-    }
-  };
-  for (int64_t c = 0; c < k8;) {
-    const int64_t g = (c + a.phase) / a.group, end = std::min(k8, (g + 1) * a.group - a.phase);
-    __m256 sv[R], zv[R];
-    group_params(g, sv, zv);
-    for (int64_t kk = c; kk < end; kk += 8) {
-      if (kk % 64 == 0) {
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(pf + r * a.ldw + Rows::bytes(kk)), _MM_HINT_T0);
-      }
-      const __m256 xv = _mm256_loadu_ps(a.x + kk);
-      #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(w + r * a.ldw, kk), sv[r], zv[r]), xv, acc[r]);
-    }
-    c = end;
-  }
-  if (k8 < a.k) {
-    const int64_t tail = a.k - k8;
-    __m256 sv[R], zv[R];
-    group_params((k8 + a.phase) / a.group, sv, zv);
-    alignas(32) float xt[8] = {};
-    std::memcpy(xt, a.x + k8, size_t(tail) * 4);
-    const __m256 xv = _mm256_load_ps(xt);
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      uint8_t wt[8] = {};  // the row's bytes from column k8 (zero past its end)
-      std::memcpy(wt, w + r * a.ldw + Rows::bytes(k8), size_t(Rows::bytes(a.k) - Rows::bytes(k8)));
-      acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(wt, 0), sv[r], zv[r]), xv, acc[r]);
-    }
-  }
-  if constexpr (R % 4 == 0) {
-    #pragma GCC unroll 2
-    for (int r = 0; r < R; r += 4) _mm_storeu_ps(a.y + j + r, sum4(acc[r], acc[r + 1], acc[r + 2], acc[r + 3]));
-  } else {
-    a.y[j] = sum1(acc[0]) + 0.0f;  // as the fp32 kernel writes a lone row (-0 becomes +0)
-  }
-}
-
-template <class Rows>
-void quant_rows_m1(const GemmArgs& a, int64_t n0, int64_t n1) {
-  const auto* w = static_cast<const uint8_t*>(a.w);
-  int64_t j = n0;
-  for (; j + 8 <= n1; j += 8) quant_block_m1<8, Rows>(a, j, w + (j + 16 <= n1 ? j + 8 : j) * a.ldw);
-  for (; j + 4 <= n1; j += 4) quant_block_m1<4, Rows>(a, j, w + (j + 8 <= n1 ? j + 4 : j) * a.ldw);
-  for (; j < n1; ++j) quant_block_m1<1, Rows>(a, j, w + j * a.ldw);
-}
 
 }  // namespace
 

@@ -59,6 +59,9 @@ void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1);
 // multiple of 32); terms 64-byte aligned. For the vdpbf16ps and AMX kernels.
 inline constexpr int kSplitTerms = 3;
 void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* terms);
+// 4-bit weights, one row of x (gemm_dequant_avx512.cpp): the AVX2 m = 1 kernel's results to the
+// last bit with one op fewer per 8 weights; takes what quant_rows_m1_avx2_takes takes.
+void int4_rows_m1_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX512 1
 #endif
 

@@ -1,0 +1,89 @@
+#pragma once
+// The m = 1 kernel of quantized weights (fp8, 4-bit), shared by the AVX2 (gemm_dequant.cpp) and
+// AVX-512VL (gemm_dequant_avx512.cpp) files: include it after the file's target pragma, so it is
+// compiled for that ISA. A `Rows` policy says how to read a weight type:
+//   bytes(c): the bytes of a row's first c columns;
+//   load(row, kk): 8 values from column kk (a multiple of 8) as fp32 (unscaled; may be offset);
+//   zero(z): a group's zero point as dequant takes it (the same offset as load's);
+//   dequant(v, scale, zero): the 8 weights, exactly as the dequantize-ahead path computes them.
+#include <immintrin.h>
+
+#include "backend/cpu/gemm/avx2_sums.h"
+#include "backend/cpu/gemm/gemm_kernels.h"
+
+namespace tpbatch::cpu::detail {
+namespace {
+
+// One row of x against R quantized weight rows from row j, dequantized in registers: the same
+// weights (as dequant_*_avx2 computes them) met in the same order of FMAs and lane sums as
+// gemm_avx2.cpp's fp32 block kernel (blocks of 4 rows, or 1, one row of x, one pass over k, the
+// k % 8 tail zero-padded; R = 8 is two such blocks side by side, for more independent FMA chains),
+// so the result is that kernel's on the dequantized slice to the last bit, at one byte (fp8) or
+// half a byte (int4) read per weight. Scale groups must start on 8-column boundaries. pf: the next
+// block's rows, prefetched.
+template <int R, class Rows>
+inline void quant_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
+  const auto* w = static_cast<const uint8_t*>(a.w) + j * a.ldw;
+  const float* sc = a.scales + j * a.groups;
+  const float* zp = a.zeros ? a.zeros + j * a.groups : nullptr;
+  __m256 acc[R];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t k8 = a.k & ~int64_t(7);
+  auto group_params = [&](int64_t g, __m256 (&sv)[R], __m256 (&zv)[R]) __attribute__((always_inline)) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      sv[r] = _mm256_set1_ps(sc[r * a.groups + g]);
+      zv[r] = zp ? _mm256_set1_ps(Rows::zero(zp[r * a.groups + g])) : _mm256_setzero_ps();
+    }
+  };
+  for (int64_t c = 0; c < k8;) {
+    const int64_t g = (c + a.phase) / a.group, end = std::min(k8, (g + 1) * a.group - a.phase);
+    __m256 sv[R], zv[R];
+    group_params(g, sv, zv);
+    for (int64_t kk = c; kk < end; kk += 8) {
+      if (kk % 64 == 0) {
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+          _mm_prefetch(reinterpret_cast<const char*>(pf + r * a.ldw + Rows::bytes(kk)), _MM_HINT_T0);
+      }
+      const __m256 xv = _mm256_loadu_ps(a.x + kk);
+      #pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(w + r * a.ldw, kk), sv[r], zv[r]), xv, acc[r]);
+    }
+    c = end;
+  }
+  if (k8 < a.k) {
+    const int64_t tail = a.k - k8;
+    __m256 sv[R], zv[R];
+    group_params((k8 + a.phase) / a.group, sv, zv);
+    alignas(32) float xt[8] = {};
+    std::memcpy(xt, a.x + k8, size_t(tail) * 4);
+    const __m256 xv = _mm256_load_ps(xt);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      uint8_t wt[8] = {};  // the row's bytes from column k8 (zero past its end)
+      std::memcpy(wt, w + r * a.ldw + Rows::bytes(k8), size_t(Rows::bytes(a.k) - Rows::bytes(k8)));
+      acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(wt, 0), sv[r], zv[r]), xv, acc[r]);
+    }
+  }
+  if constexpr (R % 4 == 0) {
+    #pragma GCC unroll 2
+    for (int r = 0; r < R; r += 4) _mm_storeu_ps(a.y + j + r, sum4(acc[r], acc[r + 1], acc[r + 2], acc[r + 3]));
+  } else {
+    a.y[j] = sum1(acc[0]) + 0.0f;  // as the fp32 kernel writes a lone row (-0 becomes +0)
+  }
+}
+
+template <class Rows>
+void quant_rows_m1(const GemmArgs& a, int64_t n0, int64_t n1) {
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  int64_t j = n0;
+  for (; j + 8 <= n1; j += 8) quant_block_m1<8, Rows>(a, j, w + (j + 16 <= n1 ? j + 8 : j) * a.ldw);
+  for (; j + 4 <= n1; j += 4) quant_block_m1<4, Rows>(a, j, w + (j + 8 <= n1 ? j + 4 : j) * a.ldw);
+  for (; j < n1; ++j) quant_block_m1<1, Rows>(a, j, w + j * a.ldw);
+}
+
+}  // namespace
+}  // namespace tpbatch::cpu::detail
