@@ -32,6 +32,8 @@ bool forces_end_of_reasoning(const Sequence& s) {
   return s.think.close_id >= 0 && budget != kNoReasoningBudget && s.think.open && s.think.tokens >= budget;
 }
 
+bool inside_reasoning(const Sequence& s) { return s.think.close_id >= 0 && s.think.open; }
+
 void track_reasoning(Sequence& s, int32_t token) {
   if (s.think.close_id < 0) return;
   if (token == s.think.open_id) {

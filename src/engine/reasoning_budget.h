@@ -27,6 +27,10 @@ void start_think_block(Sequence& s, ThinkTokens think);
 // Whether s's next token must be </think>: its budget is spent inside an open block.
 bool forces_end_of_reasoning(const Sequence& s);
 
+// Whether s is inside its <think> block now (tracked for rows with a budget or a reasoning
+// parser): what is generated there is reasoning, so output constraints start only once it is false.
+bool inside_reasoning(const Sequence& s);
+
 // After a token is appended: a <think> opens the block, a </think> closes it, any other token in
 // an open block counts against the budget.
 void track_reasoning(Sequence& s, int32_t token);

@@ -311,16 +311,20 @@ void RowAdmitter::admit_generate(const InputRow& row, Sequence& s) {
   s.max_len = generation_limit(s, row.sampling.max_new_tokens);
   s.detokenizer.emplace(tok_, s.tokens);
   s.reasoning = reasoning_parser();
-  if (row.sampling.max_reasoning_tokens != kNoReasoningBudget) start_reasoning_budget(s);
+  start_think_tracking(s);
   if (s.max_len <= s.prompt_len) s.finish_reason = FinishReason::kLength;
 }
 
-void RowAdmitter::start_reasoning_budget(Sequence& s) {
+void RowAdmitter::start_think_tracking(Sequence& s) {
+  const bool budget = s.sampling.max_reasoning_tokens != kNoReasoningBudget;
+  if (!budget && s.reasoning == Reasoning::kNone) return;
   if (!think_) think_ = think_tokens_of(tok_, cfg_.vocab_size);
-  if (!*think_)
+  if (*think_) {
+    start_think_block(s, **think_);
+  } else if (budget) {
     throw LineRefused{"max_reasoning_tokens needs '" + std::string(kThinkOpen) + "' and '" + std::string(kThinkClose) +
                       "' to be single tokens of the model's tokenizer, and this one has no such tokens"};
-  start_think_block(s, **think_);
+  }
 }
 
 }  // namespace tpbatch

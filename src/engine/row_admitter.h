@@ -47,8 +47,9 @@ class RowAdmitter {
   const chat::ChatTemplate* chat_template();
   // The job's reasoning parser, auto resolved from the chat template at the first generate row.
   Reasoning reasoning_parser();
-  // A row's thinking budget kept (s.think), or LineRefused when the tokenizer cannot keep it.
-  void start_reasoning_budget(Sequence& s);
+  // s.think tracked for a row with a thinking budget or a reasoning parser; LineRefused when the
+  // row has a budget the tokenizer cannot keep (no single <think> / </think> tokens).
+  void start_think_tracking(Sequence& s);
   // Sample 0 of the line (row = line), or nullptr with its one result appended to `immediate`.
   std::unique_ptr<Sequence> admit_line(const WorkItem& item, std::vector<RowResult>& immediate);
   // The steps of admit_line.

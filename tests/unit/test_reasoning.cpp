@@ -184,4 +184,19 @@ TEST(ReasoningBudget, NoBudgetNoForcing) {
   EXPECT_TRUE(s->all_greedy);
 }
 
+TEST(ReasoningBudget, InsideReasoningFollowsTheBlock) {
+  auto s = row({1, kOpen}, 2);
+  OutputProcessor out;
+  EXPECT_TRUE(inside_reasoning(*s));
+  step(out, *s, kLogits);
+  step(out, *s, kLogits);
+  EXPECT_TRUE(inside_reasoning(*s));
+  step(out, *s, kLogits);  // the forced </think>
+  EXPECT_EQ(s->tokens.back(), kClose);
+  EXPECT_FALSE(inside_reasoning(*s));
+  Sequence untracked;  // no think tokens known: never inside
+  untracked.tokens = {1, kOpen};
+  EXPECT_FALSE(inside_reasoning(untracked));
+}
+
 }  // namespace
