@@ -22,6 +22,7 @@ rows = [
     {"id": "budget3", "prompt": open_block, "max_reasoning_tokens": 3},
     {"id": "job_budget", "prompt": "Once upon a time <think> the"},
     {"id": "budget0", "prompt": open_block, "max_reasoning_tokens": 0},
+    {"id": "sampled", "prompt": open_block, "max_reasoning_tokens": 4, "temperature": 1.0, "seed": 11},
     {"id": "thinking_off", "messages": msgs, "chat_template_kwargs": {"enable_thinking": False}, "max_reasoning_tokens": 1},
     {"id": "no_block", "messages": msgs, "max_reasoning_tokens": 1},
     {"custom_id": "chat", "method": "POST", "url": "/v1/chat/completions",
@@ -75,7 +76,7 @@ def split(parser, text):  # vLLM's extract_reasoning_content (deepseek_r1, qwen3
         return ("", text) if parser == "qwen3" else (text, "")
     r, _, c = text.partition("</think>")
     return r, c
-budgets = {"budget3": 3, "job_budget": 5, "budget0": 0, "completion": 2}
+budgets = {"budget3": 3, "job_budget": 5, "budget0": 0, "completion": 2, "sampled": 4}
 forced = 0
 for rid, free in runs["free"].items():
     got = runs["qwen3"][rid]
@@ -104,10 +105,12 @@ for rid, free in runs["free"].items():
     assert got["tokens"][:at] == free["tokens"][:at] and got["tokens"][at] == CLOSE, \
         f"{rid}: want the free tokens {free['tokens'][:at]} then {CLOSE}, got {got['tokens']}"
     assert max(abs(a - b) for a, b in zip(got["logprobs"][:at], free["logprobs"][:at]) ) < 1e-4 if at else True
+    forced += 1
+    if rid == "sampled":  # its draws go on from the same keys; the reference below is greedy
+        continue
     assert got["greedy"] == int(free["tokens"][at] == CLOSE)
     open(f"{w}/continue_{rid}.ids", "w").write(",".join(map(str, got["prompt"] + got["tokens"][:at + 1])) + f" {len(got['tokens']) - at - 1} " + ",".join(map(str, got["tokens"][at + 1:])) + "\n")
-    forced += 1
-assert forced >= 4, f"only {forced} rows forced"  # budget3, job_budget, budget0, completion
+assert forced >= 5, f"only {forced} rows forced"  # budget3, job_budget, budget0, completion, sampled
 # The split, against the unsplit text of the same tokens.
 for parser, name in (("qwen3", "qwen3"), ("deepseek_r1", "r1")):
     for rid, whole in runs["unsplit"].items():
@@ -141,7 +144,7 @@ with h5py.File(f"{w}/qwen3.h5", "r") as f:
     rows = {x.decode(): (f["reasoning_text"][i].decode(), f["output_text"][i].decode()) for i, x in enumerate(f["id"][:])}
 def null(s): return s if s else None
 lines = [json.loads(l) for l in open(f"{w}/qwen3.openai.jsonl")]
-assert len(lines) == 7, len(lines)
+assert len(lines) == 8, len(lines)
 for line in lines:
     r, c = rows[line["custom_id"]]
     choice = line["response"]["body"]["choices"][0]
@@ -157,7 +160,7 @@ PY
 ! grep -q reasoning_content "$WORK/unsplit.openai.jsonl" || fail "a job without reasoning exports reasoning_content"
 # Resume: rows marked undone are computed again, identically.
 cp "$WORK/qwen3.h5" "$WORK/resumed.h5"
-$PY -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); d = f["done"]; d[0] = 0; d[2] = 0; d[6] = 0; f.attrs["complete"] = 0' "$WORK/resumed.h5"
+$PY -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); d = f["done"]; d[0] = 0; d[3] = 0; d[7] = 0; f.attrs["complete"] = 0' "$WORK/resumed.h5"
 run resumed 1 --set output.if_exists=resume
 results_equal "$WORK/qwen3.h5" "$WORK/resumed.h5" || fail "the resumed file differs"
 # Bad values exit 2 naming the key; a bad row value is an error row naming it.
