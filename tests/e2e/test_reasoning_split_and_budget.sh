@@ -5,7 +5,7 @@
 # rules, applied to the unsplit text of a run with `reasoning: none`), and `max_reasoning_tokens`
 # (job and row) forces </think> after exactly N tokens of an open block: the tokens before it are
 # the free run's, the ones after it the numpy reference's greedy continuation, rows without an open
-# block are untouched. TP=2 gives identical tokens and texts, `auto` picks qwen3 from the template,
+# block are untouched. TP=2 and PP=2 give identical tokens and texts, `auto` picks qwen3 from the template,
 # export writes vLLM's reasoning_content, a resume recomputes rows identically, bad values exit 2
 # (or make an error row) naming the key.
 source "$(dirname "$0")/lib.sh"
@@ -50,6 +50,7 @@ run() {  # run NAME NP ARGS...: the job at NP ranks, results in $WORK/NAME.h5
 }
 run qwen3 1
 run qwen3_tp2 2 --set parallel.tensor=2
+run qwen3_pp2 2 --set parallel.pipeline=2
 run auto 1 --set reasoning=auto
 run r1 1 --set reasoning=deepseek_r1
 run unsplit 1 --set reasoning=none
@@ -68,7 +69,7 @@ def load(name):
                             text=f["output_text"][i].decode(), reasoning=f["reasoning_text"][i].decode(),
                             logprobs=list(f["output_logprobs"][i]), greedy=int(f["is_greedy"][i]))
         return out
-runs = {n: load(n) for n in ("qwen3", "qwen3_tp2", "auto", "r1", "unsplit", "free")}
+runs = {n: load(n) for n in ("qwen3", "qwen3_tp2", "qwen3_pp2", "auto", "r1", "unsplit", "free")}
 def split(parser, text):  # vLLM's extract_reasoning_content (deepseek_r1, qwen3), written out again
     if "<think>" in text:
         text = text.partition("<think>")[2]
@@ -80,9 +81,11 @@ budgets = {"budget3": 3, "job_budget": 5, "budget0": 0, "completion": 2, "sample
 forced = 0
 for rid, free in runs["free"].items():
     got = runs["qwen3"][rid]
-    for other in ("qwen3_tp2", "auto", "r1", "unsplit"):  # the split never changes the tokens
+    for other in ("qwen3_tp2", "qwen3_pp2", "auto", "r1", "unsplit"):  # the split never changes the tokens
         assert runs[other][rid]["tokens"] == got["tokens"], f"{rid}: {other} tokens {runs[other][rid]['tokens']} != {got['tokens']}"
-    assert runs["qwen3_tp2"][rid] | {"logprobs": 0} == got | {"logprobs": 0}, f"{rid}: TP=2 differs"
+    for other in ("qwen3_tp2", "qwen3_pp2"):
+        assert runs[other][rid] | {"logprobs": 0} == got | {"logprobs": 0}, f"{rid}: {other} differs"
+        assert max((abs(a - b) for a, b in zip(runs[other][rid]["logprobs"], got["logprobs"])), default=0) < 1e-3
     assert runs["auto"][rid] == got, f"{rid}: reasoning auto is not qwen3 here"
     # The budget's rule, written out again: the block's state from the prompt, then token by token
     # of the free run, up to the first token the budget replaces.
@@ -190,4 +193,4 @@ assert "max_reasoning_tokens" in err[0] and ">= 0" in err[0], err[0]
 assert "max_reasoning_tokens needs '<think>' and '</think>' to be single tokens" in err[1], err[1]
 print("row errors:", err)
 PY
-echo "PASS: the reasoning split matches vLLM's rules, the budget forces </think> after exactly N tokens (TP=1 = TP=2), export, resume, bad values"
+echo "PASS: the reasoning split matches vLLM's rules, the budget forces </think> after exactly N tokens (TP=1 = TP=2 = PP=2), export, resume, bad values"
