@@ -100,6 +100,7 @@ FoundInput find_input(const ExportOptions& o, const ResultsReader& f, const std:
 struct JobSettings {
   std::string input_path, id_field = "id", output_path;  // input.path, input.id_field, output.path
   int64_t samples_per_line = 1;                            // sampling.n
+  bool reasoning = false;                                  // reasoning: a parser split /reasoning_text off
 };
 
 JobSettings job_settings(const ResultsReader& f) {
@@ -112,6 +113,7 @@ JobSettings job_settings(const ResultsReader& f) {
     if (y["input"] && y["input"]["id_field"]) s.id_field = y["input"]["id_field"].as<std::string>();
     if (y["output"] && y["output"]["path"]) s.output_path = y["output"]["path"].as<std::string>();
     if (y["sampling"] && y["sampling"]["n"]) s.samples_per_line = y["sampling"]["n"].as<int64_t>();
+    if (y["reasoning"]) s.reasoning = y["reasoning"].as<std::string>() != "none";
   } catch (const YAML::Exception&) {
   }
   return s;
@@ -137,6 +139,7 @@ void write_jsonl_row(std::ostream& out, const RowResult& r, bool done, const Opt
   j["prompt_tokens"] = r.prompt_tokens;
   j["output_tokens"] = r.output_tokens;
   j["output_text"] = r.output_text;
+  j["reasoning_text"] = r.reasoning_text;
   j["output_logprobs"] = r.output_logprobs;
   j["logprob_sum"] = r.logprob_sum;
   j["is_greedy"] = r.is_greedy != 0;
@@ -164,6 +167,7 @@ OpenAIBatchJob openai_job(const ExportOptions& o, const ResultsReader& f, const 
   job.sample_job.task = task == "generate" ? Task::kGenerate : task == "embed" ? Task::kEmbed : Task::kScore;
   job.sample_job.sampling.n = settings.samples_per_line;
   job.id_field = settings.id_field;
+  job.reasoning = settings.reasoning;
   return job;
 }
 

@@ -28,7 +28,7 @@ std::string token_text(const nlohmann::json& cfg, const char* key) {
 }  // namespace
 
 ChatTemplate::ChatTemplate(const std::string& source, std::string bos_token, std::string eos_token, std::string origin)
-    : bos_(std::move(bos_token)), eos_(std::move(eos_token)), origin_(std::move(origin)) {
+    : bos_(std::move(bos_token)), eos_(std::move(eos_token)), origin_(std::move(origin)), source_(source) {
   tmpl_ = std::make_shared<const Template>(parse_template(source));
 }
 

@@ -34,10 +34,11 @@ class ChatTemplate {
   const std::string& bos_token() const { return bos_; }
   const std::string& eos_token() const { return eos_; }
   const std::string& origin() const { return origin_; }
+  const std::string& source() const { return source_; }  // the template's text
 
  private:
   std::shared_ptr<const Template> tmpl_;
-  std::string bos_, eos_, origin_;
+  std::string bos_, eos_, origin_, source_;
 };
 
 }  // namespace tpbatch::chat

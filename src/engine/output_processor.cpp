@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "engine/embedding_pooling.h"
+#include "engine/reasoning_budget.h"
 #include "engine/sampler.h"
 
 namespace tpbatch {
@@ -20,12 +21,13 @@ bool masks_ends(const Sequence& s) { return s.num_generated() < s.sampling.min_t
 
 bool needs_full_logits(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s);
+  // A forced </think> needs its own logit for the logprob recorded.
+  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s) || forces_end_of_reasoning(s);
 }
 
 bool draws_on_backend(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s);
+  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s) && !forces_end_of_reasoning(s);
 }
 
 // The draw's key is the one choose() uses on the host: (line, generated tokens, sample).
@@ -61,6 +63,7 @@ void append_token(Sequence& s, int32_t token, float logprob) {
   const bool may_end = !masks_ends(s);  // counted before this token
   s.tokens.push_back(token);
   s.logprobs.push_back(logprob);
+  track_reasoning(s, token);
   const size_t before = s.detokenizer ? s.detokenizer->text().size() : 0;
   if (may_end && contains(s.sampling.stop_token_ids, token)) {
     // The stop token stays in /output_tokens; its text is not part of /output_text.
@@ -109,6 +112,13 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
   const SamplingParams& p = s.sampling;
   TokenChoice c{res.argmax, res.max_logit, {}};
   if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
+  if (forces_end_of_reasoning(s)) {  // the thinking budget is spent: </think>, whatever the logits say
+    if (!full) throw Error("internal error: a row whose thinking budget is spent came without its logits");
+    c.token = s.think.close_id;
+    c.logit = full[c.token];
+    if (p.top_logprobs > 0) c.alternatives = top_logprobs(full, vocab, p.top_logprobs, res.log_z);
+    return c;
+  }
   if (!full) return c;
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
   // unmodified distribution (docs/results-file.md: /output_logprobs).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "engine/reasoning_parser.h"
 #include "job/chat_template_kwargs.h"
 
 namespace tpbatch {
@@ -42,7 +43,13 @@ RowResult to_result(const Sequence& s, bool logprobs) {
   if (s.finish_reason == FinishReason::kError) return r;
   r.embedding = s.embedding_out;
   r.output_tokens.assign(s.tokens.begin() + out_from, s.tokens.end());
-  r.output_text = s.text;
+  if (s.reasoning != Reasoning::kNone && !s.scoring && !s.embedding) {
+    ReasoningSplit split = split_reasoning(s.reasoning, s.text);
+    r.output_text = std::move(split.content);
+    r.reasoning_text = std::move(split.reasoning);
+  } else {
+    r.output_text = s.text;
+  }
   if (logprobs || s.scoring) r.output_logprobs = s.logprobs;
   r.top_logprob_tokens = s.top_ids;
   r.top_logprobs = s.top_logprobs;
@@ -66,6 +73,14 @@ const chat::ChatTemplate* RowAdmitter::chat_template() {
     }
   }
   return chat_ ? &*chat_ : nullptr;
+}
+
+Reasoning RowAdmitter::reasoning_parser() {
+  if (!reasoning_) {
+    const chat::ChatTemplate* t = job_.reasoning == Reasoning::kAuto ? chat_template() : nullptr;
+    reasoning_ = resolve_reasoning(job_.reasoning, t ? std::string_view(t->source()) : std::string_view());
+  }
+  return *reasoning_;
 }
 
 namespace {
@@ -295,7 +310,21 @@ void RowAdmitter::admit_generate(const InputRow& row, Sequence& s) {
                       std::to_string(max_pos)};
   s.max_len = generation_limit(s, row.sampling.max_new_tokens);
   s.detokenizer.emplace(tok_, s.tokens);
+  s.reasoning = reasoning_parser();
+  start_think_tracking(s);
   if (s.max_len <= s.prompt_len) s.finish_reason = FinishReason::kLength;
+}
+
+void RowAdmitter::start_think_tracking(Sequence& s) {
+  const bool budget = s.sampling.max_reasoning_tokens != kNoReasoningBudget;
+  if (!budget && s.reasoning == Reasoning::kNone) return;
+  if (!think_) think_ = think_tokens_of(tok_, cfg_.vocab_size);
+  if (*think_) {
+    start_think_block(s, **think_);
+  } else if (budget) {
+    throw LineRefused{"max_reasoning_tokens needs '" + std::string(kThinkOpen) + "' and '" + std::string(kThinkClose) +
+                      "' to be single tokens of the model's tokenizer, and this one has no such tokens"};
+  }
 }
 
 }  // namespace tpbatch

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "engine/reasoning_budget.h"
 #include "engine/score_tokens.h"
 #include "engine/sequence.h"
 #include "engine/work_source.h"
@@ -44,6 +45,11 @@ class RowAdmitter {
   // The chat template for "messages" rows, loaded at the first such row; nullptr (and
   // chat_error_ says why) when the model has none or it does not parse.
   const chat::ChatTemplate* chat_template();
+  // The job's reasoning parser, auto resolved from the chat template at the first generate row.
+  Reasoning reasoning_parser();
+  // s.think tracked for a row with a thinking budget or a reasoning parser; LineRefused when the
+  // row has a budget the tokenizer cannot keep (no single <think> / </think> tokens).
+  void start_think_tracking(Sequence& s);
   // Sample 0 of the line (row = line), or nullptr with its one result appended to `immediate`.
   std::unique_ptr<Sequence> admit_line(const WorkItem& item, std::vector<RowResult>& immediate);
   // The steps of admit_line.
@@ -70,6 +76,8 @@ class RowAdmitter {
   int64_t kv_capacity_ = 0;
   bool warned_truncate_ = false, warned_context_ = false;
   bool chat_loaded_ = false;
+  std::optional<Reasoning> reasoning_;
+  std::optional<std::optional<ThinkTokens>> think_;  // looked up at the first row with a budget
   std::optional<chat::ChatTemplate> chat_;
   std::string chat_error_;
 };

@@ -10,10 +10,18 @@
 
 #include "engine/embedding_pooling.h"
 #include "io/finish_reason.h"
+#include "job/job_spec.h"
 #include "job/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tpbatch {
+
+// A generating row's <think> block, for its thinking budget (engine/reasoning_budget.h).
+struct ThinkBlock {
+  int32_t open_id = -1, close_id = -1;  // the tokens <think> and </think>; -1: no budget to keep
+  bool open = false;                    // the last of them in the row's tokens is <think>
+  int64_t tokens = 0;                   // generated tokens inside the open block so far
+};
 
 struct Sequence {
   int64_t row = 0;                 // results row
@@ -34,6 +42,8 @@ struct Sequence {
   int64_t max_len = 0;             // generation stops at this many tokens in all
   SamplingParams sampling;
   std::vector<int32_t> eos_ids;
+  Reasoning reasoning = Reasoning::kNone;  // how its text is split (job key reasoning, resolved)
+  ThinkBlock think;
 
   // Paged KV cache state.
   int64_t num_computed = 0;        // tokens whose K/V are in the cache

@@ -57,7 +57,7 @@ std::map<int64_t, RowResult> journal_rows_of(const ResultsReader& f, int64_t num
   read_journal(output_paths(f.name()).journal, f.name(), f.commit_id(), [&](RowResult&& r) {
     if (r.index < 0 || r.index >= num_rows) return;
     r.output_logprobs.clear(), r.top_logprobs.clear(), r.top_logprob_tokens.clear(), r.embedding.clear();
-    r.output_text.clear();
+    r.output_text.clear(), r.reasoning_text.clear();
     rows[r.index] = std::move(r);
   });
   return rows;

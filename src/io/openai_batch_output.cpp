@@ -70,12 +70,21 @@ ojson openai_logprobs(bool chat, const RowResult& row, TokenNames& names) {
   return {{"tokens", toks}, {"token_logprobs", own_lps}, {"top_logprobs", tops}, {"text_offset", nullptr}};
 }
 
-// One choice of a completion: sample `index` of its line.
-ojson openai_choice(bool chat, int32_t index, const RowResult& row, TokenNames& names) {
+// A text of a reasoning job's choice as vLLM's reasoning parsers give it: null when empty.
+ojson text_or_null(const std::string& text) { return text.empty() ? ojson(nullptr) : ojson(text); }
+
+// One choice of a completion: sample `index` of its line. A reasoning job's chat message has
+// vLLM's reasoning_content; a completion's choice has it beside "text".
+ojson openai_choice(bool chat, bool reasoning, int32_t index, const RowResult& row, TokenNames& names) {
   ojson choice;
   choice["index"] = index;
-  if (chat) choice["message"] = {{"role", "assistant"}, {"content", row.output_text}};
+  if (chat && reasoning)
+    choice["message"] = {{"role", "assistant"},
+                         {"reasoning_content", text_or_null(row.reasoning_text)},
+                         {"content", text_or_null(row.output_text)}};
+  else if (chat) choice["message"] = {{"role", "assistant"}, {"content", row.output_text}};
   else choice["text"] = row.output_text;
+  if (!chat && reasoning) choice["reasoning_content"] = text_or_null(row.reasoning_text);
   choice["logprobs"] = openai_logprobs(chat, row, names);
   choice["finish_reason"] = std::string(openai_finish_reason(row.finish_reason));
   return choice;
@@ -195,7 +204,7 @@ void OpenAIBatchOutput::start_line(const RowResult& row, bool done) {
     body["object"] = req.chat ? "chat.completion" : "text_completion";
     body["created"] = job_.created;
     body["model"] = model;
-    body["choices"] = ojson::array({openai_choice(req.chat, 0, row, names_)});
+    body["choices"] = ojson::array({openai_choice(req.chat, job_.reasoning, 0, row, names_)});
     const size_t prompt = row.prompt_tokens.size(), output = row.output_tokens.size();
     body["usage"] = {{"prompt_tokens", prompt}, {"completion_tokens", output}, {"total_tokens", prompt + output}};
     j["response"] = response(200, n, std::move(body));
@@ -215,7 +224,7 @@ void OpenAIBatchOutput::add_sample(const RowResult& row, bool done) {
     return;
   }
   ojson& body = j["response"]["body"];
-  body["choices"].push_back(openai_choice(pending_chat_, row.sample, row, names_));
+  body["choices"].push_back(openai_choice(pending_chat_, job_.reasoning, row.sample, row, names_));
   const size_t completion = body["usage"]["completion_tokens"].get<size_t>() + row.output_tokens.size();
   body["usage"]["completion_tokens"] = completion;
   body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"].get<size_t>() + completion;

@@ -48,6 +48,7 @@ struct OpenAIBatchJob {
   bool samples = false;    // lines may have several rows (/input_line, /sample)
   JobSpec sample_job;      // what samples_of_line reads: the task and sampling.n
   std::string id_field = "id";  // input.id_field: custom_id of a row never finished
+  bool reasoning = false;  // the job split /reasoning_text off: every choice has reasoning_content
 };
 
 // Takes the results rows in order, each with its input line, and writes the output lines.

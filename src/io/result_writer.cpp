@@ -153,6 +153,7 @@ class CommittingResultWriter final : public ResultWriter {
     if (row.index < 0) throw Error("results file '" + name() + "': negative row index " + std::to_string(row.index));
     sanitize_utf8(row.id);
     sanitize_utf8(row.output_text);
+    sanitize_utf8(row.reasoning_text);
     sanitize_utf8(row.error);
     int64_t idx = row.index;
     buffer_[idx] = std::move(row);

@@ -229,6 +229,7 @@ void ResultsFile::write_run_data(int64_t start, const std::vector<const RowResul
   };
   strings(kId, &RowResult::id);
   strings(kText, &RowResult::output_text);
+  strings(kReasoning, &RowResult::reasoning_text);
   for (size_t i = 0; i < n; ++i) strs[i] = finish_reason_name(rows[i]->finish_reason).data();  // literals: NUL-ended
   write_slab(kFinish, start, n, strs.data());
   strings(kError, &RowResult::error);

@@ -66,15 +66,22 @@ struct Types {
   }
 };
 
-// kTopIds / kTopLogprobs: sampling.top_logprobs (docs/results-file.md).
-enum Ds { kId, kDone, kPrompt, kOutput, kText, kLogprobs, kLpSum, kGreedy, kFinish, kError, kTopIds, kTopLogprobs, kNumDs };
-inline constexpr std::array<const char*, kNumDs> kDsNames = {"id",           "done",        "prompt_tokens", "output_tokens",
-                                                      "output_text",  "output_logprobs", "logprob_sum", "is_greedy",
-                                                      "finish_reason", "error",    "top_logprob_tokens", "top_logprobs"};
+// kTopIds / kTopLogprobs: sampling.top_logprobs; kReasoning: the job key reasoning (docs/results-file.md).
+enum Ds {
+  kId, kDone, kPrompt, kOutput, kText, kLogprobs, kLpSum, kGreedy, kFinish, kError, kTopIds, kTopLogprobs, kReasoning,
+  kNumDs
+};
+inline constexpr std::array<const char*, kNumDs> kDsNames = {
+    "id",          "done",      "prompt_tokens", "output_tokens",      "output_text",  "output_logprobs", "logprob_sum",
+    "is_greedy",   "finish_reason", "error",     "top_logprob_tokens", "top_logprobs", "reasoning_text"};
 
-// Datasets a results file of format_version 1 may lack (results_reader.cpp): readers take their
-// rows as empty, resume creates them.
-inline bool added_later(int d) { return d == kTopIds || d == kTopLogprobs; }
+// The format_version that added dataset d (1: every file has it). A file of an older format lacks
+// it (results_reader.cpp): readers take its rows as empty, resume creates it.
+inline int64_t format_adding(int d) {
+  if (d == kTopIds || d == kTopLogprobs) return 2;
+  if (d == kReasoning) return 3;
+  return 1;
+}
 
 hid_t file_type(const Types& t, int d);
 hid_t mem_type(const Types& t, int d);

@@ -24,13 +24,15 @@ namespace {
 //   1  files written before the version was counted: they may lack /top_logprob_tokens and
 //      /top_logprobs (their rows read as having none; a resume creates them) and the job_id,
 //      commit_id and writer_open attributes (read as absent).
-//   2  every dataset and those attributes present (kResultsFormatVersion).
+//   2  every dataset and those attributes present but /reasoning_text (read as empty; a resume
+//      creates it).
+//   3  /reasoning_text added (kResultsFormatVersion).
 // A version above kResultsFormatVersion was written by a newer tpbatch, whose changes this one
 // cannot know how to read: refused, never guessed at.
 constexpr int64_t kOldestReadableFormat = 1;
 
 // Datasets a file of this format version may lack (docs/results-file.md).
-bool may_lack(int64_t format_version, int d) { return format_version < 2 && added_later(d); }
+bool may_lack(int64_t format_version, int d) { return format_version < format_adding(d); }
 
 constexpr hsize_t kChunkRows = 1024;
 
@@ -233,7 +235,7 @@ std::vector<RowResult> ResultsReader::read_rows(int64_t start, int64_t count) {
   hsize_t s = static_cast<hsize_t>(start), c = static_cast<hsize_t>(count);
   H5Handle mspace(H5Screate_simple(1, &c, nullptr), H5Sclose);
   auto read = [&](int d, void* buf) {
-    if (!ds_[d].valid()) return;  // added_later(d), absent from an older file: empty lists
+    if (!ds_[d].valid()) return;  // added by a later format, absent from an older file: empty
     H5Handle fspace(H5Dget_space(ds_[d]), H5Sclose);
     H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &s, nullptr, &c, nullptr);
     check(H5Dread(ds_[d], mem_type(types_, d), mspace, fspace, H5P_DEFAULT, buf), name_,
@@ -250,6 +252,7 @@ std::vector<RowResult> ResultsReader::read_rows(int64_t start, int64_t count) {
   };
   strings(kId, [](RowResult& r, const char* s) { r.id = s; });
   strings(kText, [](RowResult& r, const char* s) { r.output_text = s; });
+  strings(kReasoning, [](RowResult& r, const char* s) { r.reasoning_text = s; });
   strings(kFinish, [](RowResult& r, const char* s) { r.finish_reason = parse_finish_reason(s); });
   strings(kError, [](RowResult& r, const char* s) { r.error = s; });
   std::vector<hvl_t> vls(n, hvl_t{0, nullptr});

@@ -18,7 +18,7 @@ namespace tpbatch {
 
 // The results file format this tpbatch writes (root attribute `format_version`). Which versions it
 // reads, and what an older one lacks, is format_refusal's (results_reader.cpp).
-inline constexpr int64_t kResultsFormatVersion = 2;
+inline constexpr int64_t kResultsFormatVersion = 3;
 
 class ResultsReader {
  public:

@@ -10,7 +10,8 @@
 namespace tpbatch {
 namespace {
 
-constexpr uint32_t kMagic = 0x31525254;  // "TRR1"
+constexpr uint32_t kMagic = 0x32525254;        // "TRR2"
+constexpr uint32_t kMagicBefore = 0x31525254;  // "TRR1", an older journal's records: no reasoning_text
 
 template <typename T>
 void put(std::string& out, const T& v) {
@@ -72,7 +73,7 @@ class Reader {
 
 std::string serialize(const RowResult& r) {
   std::string out;
-  out.reserve(96 + r.id.size() + r.output_text.size() + r.error.size() +
+  out.reserve(104 + r.id.size() + r.output_text.size() + r.reasoning_text.size() + r.error.size() +
               4 * (r.prompt_tokens.size() + r.output_tokens.size() + r.output_logprobs.size() + r.embedding.size()));
   put<uint32_t>(out, kMagic);
   put<int64_t>(out, r.index);
@@ -97,12 +98,14 @@ std::string serialize(const RowResult& r) {
   put_array(out, r.warning.data(), r.warning.size());
   put<double>(out, r.ttft_seconds);  // rank 0's TTFT/TPOT percentiles cover every replica's rows
   put<double>(out, r.tpot_seconds);
+  put_array(out, r.reasoning_text.data(), r.reasoning_text.size());
   return out;
 }
 
 RowResult deserialize_row_result(std::string_view bytes) {
   Reader rd(bytes);
-  if (rd.get<uint32_t>() != kMagic) rd.fail("bad magic");
+  const uint32_t magic = rd.get<uint32_t>();
+  if (magic != kMagic && magic != kMagicBefore) rd.fail("bad magic");
   RowResult r;
   r.index = rd.get<int64_t>();
   if (r.index < 0) rd.fail("negative row index");
@@ -136,6 +139,7 @@ RowResult deserialize_row_result(std::string_view bytes) {
   r.ttft_seconds = rd.get<double>();
   r.tpot_seconds = rd.get<double>();
   if (!(r.ttft_seconds >= 0) || !(r.tpot_seconds >= 0)) rd.fail("negative or NaN ttft/tpot seconds");
+  if (magic == kMagic) rd.get_string(r.reasoning_text);
   if (!rd.at_end()) rd.fail("trailing bytes");
   return r;
 }

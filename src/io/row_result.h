@@ -18,6 +18,7 @@ struct RowResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> output_tokens;
   std::string output_text;
+  std::string reasoning_text;    // job key reasoning: the text of the <think> block (/reasoning_text)
   std::vector<float> output_logprobs;
   // sampling.top_logprobs = k: the k best tokens and their logprobs at each generated position,
   // position after position ([output tokens][k], flattened; empty when k = 0).

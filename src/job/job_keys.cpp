@@ -98,6 +98,12 @@ std::vector<JobKey> keys_before_sampling() {
        "takes them (`{enable_thinking: false}` for Qwen3); a row's own `chat_template_kwargs` replace them name by "
        "name.",
        [](const JobSpec& j) { return !j.chat_template_kwargs.empty(); }},
+      // Emitted only when not the default: files written before the key existed still resume.
+      {"reasoning", EnumChoice{{"none", "auto", "deepseek_r1", "qwen3"}, JOB_ENUM_FIELD(reasoning, Reasoning)},
+       "Generate: split each row's text at the end of its `<think>` block, the reasoning to `/reasoning_text` and the "
+       "answer to `/output_text`, as vLLM's reasoning parser of that name does; auto picks deepseek_r1 or qwen3 from "
+       "the chat template (none when it has no `</think>`); none keeps the whole text in `/output_text`.",
+       [](const JobSpec& j) { return j.reasoning != Reasoning::kNone; }},
   };
 }
 

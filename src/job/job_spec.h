@@ -27,6 +27,10 @@ enum class Device { kAuto, kCpu, kCuda };                 // auto | cpu | cuda
 // dtype: auto (the checkpoint's) | float32 | bfloat16 | float16; engine.kv_cache_dtype: auto (the
 // backend's: float32 on CPU, bfloat16 on CUDA) | float32 | bfloat16.
 enum class DTypeChoice { kAuto, kFloat32, kBFloat16, kFloat16 };
+// reasoning: how generated text is split into the reasoning (its <think> block) and the answer,
+// named as vLLM names its reasoning parsers; auto picks one from the chat template
+// (engine/reasoning_parser.h).
+enum class Reasoning { kNone, kAuto, kDeepSeekR1, kQwen3 };  // none | auto | deepseek_r1 | qwen3
 
 // The task as the job file, the results file's `task` attribute and messages spell it. Inline: the
 // row parser uses it where the job file's reader (yaml-cpp) is not linked (the fuzz targets).
@@ -99,6 +103,7 @@ struct JobSpec {
   EmbedSpec embed;                     // task: embed only
   std::string chat_template;           // a file holding a Jinja chat template; empty = tokenizer_config.json's
   std::string chat_template_kwargs;    // the template's further variables, a JSON object's text; empty = none
+  Reasoning reasoning = Reasoning::kNone;  // split /reasoning_text from /output_text (generate)
   SamplingParams sampling;
   OutputSpec output;
   EngineSpec engine;

@@ -62,6 +62,12 @@ const std::vector<SamplingKey>& sampling_keys() {
       {"sampling.n", Integer{JOB_FIELD(sampling.n), 1, kMaxSamples},
        "Generate: samples per prompt, each its own results row (consecutive, in input order).", true, {"n"},
        [](const JobSpec& j) { return j.sampling.n != 1; }},
+      {"sampling.max_reasoning_tokens", Integer{JOB_FIELD(sampling.max_reasoning_tokens), 0},
+       "Generate: a thinking budget. Once a row's open `<think>` block (opened by the prompt or by a generated "
+       "`<think>`) holds this many generated tokens, its next token is `</think>`; rows that never open one are "
+       "unchanged. Unset = no budget.",
+       true, {"max_reasoning_tokens"},
+       [](const JobSpec& j) { return j.sampling.max_reasoning_tokens != kNoReasoningBudget; }},
   };
   return keys;
 }

@@ -8,6 +8,7 @@ namespace tpbatch {
 
 inline constexpr int64_t kMaxTopLogprobs = 20;  // sampling.top_logprobs: at most this many alternatives
 inline constexpr int64_t kMaxSamples = 128;     // sampling.n: at most this many samples per prompt (OpenAI's bound)
+inline constexpr int64_t kNoReasoningBudget = -1;  // sampling.max_reasoning_tokens unset: no thinking budget
 
 struct SamplingParams {
   int64_t max_new_tokens = 128;
@@ -27,6 +28,9 @@ struct SamplingParams {
   // Independent samples of the prompt (task: generate): each is a results row of its own, the
   // line's rows consecutive (docs/results-file.md "Several samples per prompt"); sample s draws from (seed, line, sample s, step).
   int64_t n = 1;
+  // A thinking budget: once a row's open <think> block holds this many generated tokens, its next
+  // token is </think> (engine/reasoning_budget.h). kNoReasoningBudget = none.
+  int64_t max_reasoning_tokens = kNoReasoningBudget;
 
   bool greedy() const { return temperature <= 0.0; }
   bool penalized() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }

@@ -11,10 +11,15 @@ fi
 DATA="$HERE/../data/chat_templates"
 "$PY" "$HERE/chat_template_reference.py" "$DATA" "$HERE/chat_messages.json" "$WORK" >"$WORK/cases.txt"
 n=0 raised=0
-while IFS=$'\x1f' read -r name case gen bos eos; do
-  stem="$WORK/${name}__${case}__${gen}"
+n_kwargs=0
+while IFS=$'\x1f' read -r name case gen bos eos variant kwargs; do
+  stem="$WORK/${name}__${case}__${gen}${variant:+__$variant}"
   flags=()
   [ "$gen" = 0 ] && flags+=(--no-generation-prompt)
+  if [ -n "$variant" ]; then
+    flags+=(--chat-template-kwargs "$kwargs")
+    n_kwargs=$((n_kwargs + 1))
+  fi
   set +e
   "$TPBATCH" render-chat --template "$DATA/$name.jinja" --messages "$WORK/$case.json" \
     --bos-token "$bos" --eos-token "$eos" "${flags[@]}" >"$stem.got" 2>"$stem.err"
@@ -35,5 +40,8 @@ while IFS=$'\x1f' read -r name case gen bos eos; do
   n=$((n + 1))
 done <"$WORK/cases.txt"
 templates=$(ls "$DATA"/*.jinja | wc -l)
-[ "$n" -ge $((templates * 9 * 2)) ] || fail "only $n renderings compared"
-echo "PASS: $n renderings of $templates templates byte-identical to jinja2 ($raised raised in both)"
+cases=$("$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$HERE/chat_messages.json")
+[ "$cases" -ge 11 ] || fail "only $cases message lists in chat_messages.json"
+[ "$n" -ge $((templates * cases * 2)) ] || fail "only $n renderings compared"
+[ "$n_kwargs" -ge $((2 * cases * 2)) ] || fail "only $n_kwargs renderings with chat_template_kwargs compared"
+echo "PASS: $n renderings of $templates templates byte-identical to jinja2 ($raised raised in both, $n_kwargs with chat_template_kwargs)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A results file written before /top_logprob_tokens and /top_logprobs existed (format_version 1)
+# A results file written before /top_logprob_tokens, /top_logprobs and /reasoning_text existed (format_version 1)
 # still exports, inspects and resumes: closed cleanly (continued in place, the datasets created) and
 # cut off (rebuilt into a fresh file); the rows it had are kept, the missing ones computed.
 source "$(dirname "$0")/lib.sh"
@@ -11,7 +11,7 @@ for kind in clean cut; do
   $PY - "$WORK/$kind.h5" "$kind" <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:
-    del f["top_logprob_tokens"], f["top_logprobs"]   # as a file from before they existed
+    del f["top_logprob_tokens"], f["top_logprobs"], f["reasoning_text"]  # as a file from before they existed
     f.attrs["format_version"] = 1
     f["done"][1] = 0                                  # one row still to compute
     f.attrs["complete"] = 0
@@ -27,6 +27,7 @@ import sys, h5py
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 assert b.attrs["complete"] == 1, "not complete"
 assert "top_logprob_tokens" in b and b["top_logprob_tokens"].shape == a["done"].shape
+assert "reasoning_text" in b and b["reasoning_text"].shape == a["done"].shape
 assert b.attrs["format_version"] == a.attrs["format_version"], "not brought to the current format"
 for k in ("output_tokens", "prompt_tokens"):
     assert [list(x) for x in a[k][:]] == [list(x) for x in b[k][:]], k

@@ -30,7 +30,9 @@ namespace {
 const char* const kDatasets[] = {"id",          "done",         "prompt_tokens", "output_tokens", "output_text",
                                  "output_logprobs", "logprob_sum", "is_greedy",    "finish_reason", "error",
                                  // docs/results-file.md: every generate row may ask for top_logprobs
-                                 "top_logprob_tokens", "top_logprobs"};
+                                 "top_logprob_tokens", "top_logprobs",
+                                 // the job key reasoning (empty strings when it is none)
+                                 "reasoning_text"};
 
 // ---- reading back with the HDF5 C API ----
 hid_t no_locking() {
@@ -275,7 +277,7 @@ TEST_F(ResultWriterTest, DatasetsAreExactlyTheContractsChunkedExtendible1D) {
   File f(path_);
   H5G_info_t gi;
   H5Gget_info(f.id, &gi);
-  EXPECT_EQ(gi.nlinks, 12u);  // the ten datasets and the two top-logprob ones; /metrics only after finish
+  EXPECT_EQ(gi.nlinks, 13u);  // the ten datasets, the two top-logprob ones, /reasoning_text; /metrics only after finish
   for (const char* name : kDatasets) {
     hid_t d = H5Dopen2(f.id, name, H5P_DEFAULT);
     ASSERT_GE(d, 0) << name;
@@ -302,7 +304,7 @@ TEST_F(ResultWriterTest, DatasetTypesMatchContract) {
     H5Dclose(d);
     return t;
   };
-  for (const char* name : {"id", "output_text", "finish_reason", "error"}) {
+  for (const char* name : {"id", "output_text", "finish_reason", "error", "reasoning_text"}) {
     hid_t t = type_of(name);
     EXPECT_EQ(H5Tget_class(t), H5T_STRING) << name;
     EXPECT_GT(H5Tis_variable_str(t), 0) << name;

@@ -150,6 +150,48 @@ TEST_F(ResultsFormatVersionTest, AFileOfFormat1IsResumedAndLeftInTheCurrentForma
   EXPECT_TRUE(f.has_dataset("top_logprobs"));
 }
 
+// Format 2: before /reasoning_text.
+void make_format_2(const std::string& path) {
+  FileEdit f(path);
+  f.delete_dataset("reasoning_text");
+  f.set_format_version(2);
+}
+
+TEST_F(ResultsFormatVersionTest, AFileOfFormat2WithoutReasoningTextReadsItsRowsWithNone) {
+  write_file(3);
+  make_format_2(path_);
+  ResultsReader r = ResultsReader::open_to_read(path_);
+  const std::vector<RowResult> rows = r.read_rows(0, 2);
+  EXPECT_EQ(rows[1].id, "id-1");
+  EXPECT_EQ(rows[1].output_tokens, std::vector<int32_t>{7});
+  EXPECT_EQ(rows[1].reasoning_text, "");
+}
+
+TEST_F(ResultsFormatVersionTest, AFileOfFormat2IsResumedAndLeftInTheCurrentFormatWithItsReasoningText) {
+  write_file(3);
+  make_format_2(path_);
+  {
+    auto w = ResultWriter::open(path_, IfExists::kResume, small_job(3));
+    EXPECT_EQ(w->done_rows(), (std::vector<uint8_t>{1, 1, 0}));
+    RowResult row = small_row(2);
+    row.reasoning_text = "Two and two.";
+    w->write(row);
+    w->finish(RunMetrics{});
+  }
+  EXPECT_EQ(format_version_of(path_), kResultsFormatVersion);
+  EXPECT_TRUE(FileEdit(path_).has_dataset("reasoning_text"));
+  const std::vector<RowResult> rows = ResultsReader::open_to_read(path_).read_rows(0, 3);
+  EXPECT_EQ(rows[0].reasoning_text, "");  // a row of the old run
+  EXPECT_EQ(rows[2].reasoning_text, "Two and two.");
+}
+
+TEST_F(ResultsFormatVersionTest, AFileOfTheCurrentFormatWithoutReasoningTextIsRefusedNamingIt) {
+  write_file(3);
+  FileEdit(path_).delete_dataset("reasoning_text");
+  const std::string m = error_of([&] { ResultWriter::open(path_, IfExists::kResume, small_job(3)); });
+  EXPECT_NE(m.find("it has no dataset '/reasoning_text'"), std::string::npos) << m;
+}
+
 TEST_F(ResultsFormatVersionTest, AFileOfTheCurrentFormatWithoutADatasetIsRefusedNamingIt) {
   write_file(3);
   FileEdit(path_).delete_dataset("top_logprobs");

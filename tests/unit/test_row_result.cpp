@@ -20,6 +20,7 @@ RowResult sample() {
   r.prompt_tokens = {1, 2, 3, 40000};
   r.output_tokens = {7, -1, 2147483647};
   r.output_text = std::string("hello\0world", 11);
+  r.reasoning_text = "<b>why</b>";
   r.output_logprobs = {-0.5f, -1.25f, 0.0f};
   r.logprob_sum = -1.75;
   r.is_greedy = 1;
@@ -44,6 +45,7 @@ void expect_equal(const RowResult& a, const RowResult& b) {
   EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
   EXPECT_EQ(a.output_tokens, b.output_tokens);
   EXPECT_EQ(a.output_text, b.output_text);
+  EXPECT_EQ(a.reasoning_text, b.reasoning_text);
   EXPECT_EQ(a.output_logprobs, b.output_logprobs);
   EXPECT_EQ(a.logprob_sum, b.logprob_sum);
   EXPECT_EQ(a.is_greedy, b.is_greedy);
@@ -60,6 +62,18 @@ void expect_equal(const RowResult& a, const RowResult& b) {
 }  // namespace
 
 TEST(RowResult, RoundTrip) { expect_equal(deserialize_row_result(serialize(sample())), sample()); }
+
+// A record of the journal format before reasoning_text ("TRR1": the same fields without it) still
+// reads, so a journal an older tpbatch left is replayed, not recomputed.
+TEST(RowResult, ARecordWithoutReasoningTextReads) {
+  RowResult r = sample();
+  r.reasoning_text.clear();
+  std::string bytes = serialize(r);
+  bytes.resize(bytes.size() - sizeof(uint64_t));  // the empty reasoning_text's length
+  ASSERT_EQ(bytes.substr(0, 4), "TRR2");            // the magic, little-endian
+  bytes[3] = '1';
+  expect_equal(deserialize_row_result(bytes), r);
+}
 
 TEST(RowResult, EmptyRowRoundTrip) {
   RowResult r;
