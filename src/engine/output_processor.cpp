@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "engine/constrained_choice.h"
 #include "engine/embedding_pooling.h"
 #include "engine/sampler.h"
 
@@ -20,12 +21,12 @@ bool masks_ends(const Sequence& s) { return s.num_generated() < s.sampling.min_t
 
 bool needs_full_logits(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s);
+  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s) || s.constraint;
 }
 
 bool draws_on_backend(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s);
+  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s) && !s.constraint;
 }
 
 // The draw's key is the one choose() uses on the host: (line, generated tokens, sample).
@@ -110,6 +111,7 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
   TokenChoice c{res.argmax, res.max_logit, {}};
   if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
   if (!full) return c;
+  if (s.constraint) return choose_constrained(s, res, full, vocab);
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
   // unmodified distribution (docs/results-file.md: /output_logprobs).
   const float* pick_from = full;
@@ -133,12 +135,17 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
 }
 
 void OutputProcessor::accept(Sequence& s, const LogitResult& res, const TokenChoice& c) {
+  if (s.constraint && c.token < 0) {
+    finish_without_token(s, c.token);
+    return;
+  }
   if (c.token != res.argmax) s.all_greedy = false;
   for (const auto& [id, lp] : c.alternatives) {
     s.top_ids.push_back(id);
     s.top_logprobs.push_back(lp);
   }
   append_token(s, c.token, c.logit - res.log_z);
+  if (s.constraint && !s.finish_reason) advance_constraint(s, c.token);
 }
 
 void OutputProcessor::process(const std::vector<StepChunk>& step, const StepResults& out, int64_t vocab,

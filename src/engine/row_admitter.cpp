@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "engine/constraint_vocabulary.h"
 #include "job/chat_template_kwargs.h"
 
 namespace tpbatch {
@@ -295,6 +296,15 @@ void RowAdmitter::admit_generate(const InputRow& row, Sequence& s) {
                       std::to_string(max_pos)};
   s.max_len = generation_limit(s, row.sampling.max_new_tokens);
   s.detokenizer.emplace(tok_, s.tokens);
+  if (row.sampling.guided.any()) {  // compiled here, while the row waits in the lookahead
+    if (!constraints_) constraints_ = std::make_unique<guided::ConstraintCache>(constraint_vocabulary(tok_));
+    try {
+      s.constraint = constraints_->get(row.sampling.guided);
+    } catch (const guided::GuidedError& e) {
+      throw LineRefused{e.what()};
+    }
+    s.constraint_state = s.constraint->start();
+  }
   if (s.max_len <= s.prompt_len) s.finish_reason = FinishReason::kLength;
 }
 

@@ -12,6 +12,7 @@
 #include "engine/score_tokens.h"
 #include "engine/sequence.h"
 #include "engine/work_source.h"
+#include "guided/constraint.h"
 #include "io/input_row.h"
 #include "io/row_result.h"
 #include "job/job_spec.h"
@@ -72,6 +73,8 @@ class RowAdmitter {
   bool chat_loaded_ = false;
   std::optional<chat::ChatTemplate> chat_;
   std::string chat_error_;
+  // Compiled constraints by content, made at the first constrained row.
+  std::unique_ptr<guided::ConstraintCache> constraints_;
 };
 
 }  // namespace tpbatch

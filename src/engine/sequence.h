@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/embedding_pooling.h"
+#include "guided/constraint.h"
 #include "io/finish_reason.h"
 #include "job/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +35,10 @@ struct Sequence {
   int64_t max_len = 0;             // generation stops at this many tokens in all
   SamplingParams sampling;
   std::vector<int32_t> eos_ids;
+  // sampling.guided compiled (shared by the rows with the same constraint), and the matcher's
+  // state: the DFA state after the generated tokens, a function of them alone.
+  std::shared_ptr<guided::Constraint> constraint;
+  int32_t constraint_state = 0;
 
   // Paged KV cache state.
   int64_t num_computed = 0;        // tokens whose K/V are in the cache

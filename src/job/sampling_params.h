@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "guided/constraint_source.h"
+
 namespace tpbatch {
 
 inline constexpr int64_t kMaxTopLogprobs = 20;  // sampling.top_logprobs: at most this many alternatives
@@ -27,6 +29,8 @@ struct SamplingParams {
   // Independent samples of the prompt (task: generate): each is a results row of its own, the
   // line's rows consecutive (docs/results-file.md "Several samples per prompt"); sample s draws from (seed, line, sample s, step).
   int64_t n = 1;
+  // What the output must match (JSON Schema, JSON object, regex, choice); none by default.
+  guided::ConstraintSource guided;
 
   bool greedy() const { return temperature <= 0.0; }
   bool penalized() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }
