@@ -79,7 +79,7 @@ class SchemaRegex {
 
  private:
   [[noreturn]] void fail(const std::string& where, const std::string& keyword, const std::string& why) const {
-    const std::string at = where.empty() ? "#" : where;
+    const std::string at = "#" + where;
     if (keyword.empty()) throw GuidedError("JSON Schema at " + at + ": " + why);
     throw GuidedError("JSON Schema keyword '" + keyword + "' at " + at + " " + why);
   }
@@ -107,7 +107,7 @@ class SchemaRegex {
       target = &(*target)[rest];
     }
     stack_.push_back(path);
-    std::string out = value(*target, path);
+    std::string out = value(*target, path.substr(1));
     stack_.pop_back();
     return out;
   }
@@ -162,7 +162,9 @@ class SchemaRegex {
           {"date-time", R"([0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))"},
           {"date", R"([0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8]))"},
           {"time", R"((?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))"},
-          {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"}};
+          {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
+          {"email", R"([a-zA-Z0-9][a-zA-Z0-9._+-]{0,30}@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,30}[a-zA-Z0-9])?(?:\.[a-zA-Z]{2,10}){1,2})"},
+          {"ipv4", R"((?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]))"}};
       const auto it = f->is_string() ? formats.find(f->get<std::string>()) : formats.end();
       if (it == formats.end()) fail(where, "format", "'" + f->dump() + "' is not supported (date-time, date, time, uuid)");
       return "\"" + it->second + "\"";

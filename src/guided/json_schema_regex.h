@@ -3,7 +3,8 @@
 // builds one. The subset: type (one or a list), properties (every property is written, in the
 // schema's order, so `required` always holds), items, minItems/maxItems, enum, const, anyOf and
 // oneOf (as alternatives), a one-element allOf, $ref to "#", "#/definitions/..." or "#/$defs/...",
-// minLength/maxLength, pattern, format (date-time, date, time, uuid), minimum/exclusiveMinimum of
+// minLength/maxLength, pattern, format (date-time, date, time, uuid, email,
+// ipv4), minimum/exclusiveMinimum of
 // 0 or 1 on integers and minimum 0 on numbers. Annotations (title, description, default,
 // examples, $schema, $id, $comment, readOnly, writeOnly, deprecated) and additionalProperties are
 // read past. Any other keyword throws GuidedError naming it and where it is.
