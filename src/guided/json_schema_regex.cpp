@@ -127,7 +127,13 @@ class SchemaRegex {
 
   std::string object(const json& s, const std::string& where) {
     auto props = s.find("properties");
-    if (props == s.end() || !props->is_object() || props->empty()) return free_object(kFreeValueDepth);
+    if (props == s.end() || !props->is_object() || props->empty()) {
+      auto extra = s.find("additionalProperties");  // a map: each member's value follows this schema
+      if (extra != s.end() && extra->is_boolean() && !extra->get<bool>()) return R"(\{\})";
+      if (extra == s.end() || !extra->is_object()) return free_object(kFreeValueDepth);
+      const std::string member = free_string() + ":" + value(*extra, where + "/additionalProperties");
+      return R"(\{)" + list_of(member, 0, b_.max_items > 0 ? b_.max_items : -1) + R"(\})";
+    }
     std::string out = R"(\{)";
     bool first = true;
     for (const auto& kv : props->items()) {

@@ -6,8 +6,8 @@
 // minLength/maxLength, pattern, format (date-time, date, time, uuid, email,
 // ipv4), minimum/exclusiveMinimum of
 // 0 or 1 on integers and minimum 0 on numbers. Annotations (title, description, default,
-// examples, $schema, $id, $comment, readOnly, writeOnly, deprecated) and additionalProperties are
-// read past. Any other keyword throws GuidedError naming it and where it is.
+// examples, $schema, $id, $comment, readOnly, writeOnly, deprecated) are read past;
+// additionalProperties is read for an object without properties. Any other keyword throws GuidedError naming it and where it is.
 #include <string>
 #include <string_view>
 
