@@ -175,17 +175,54 @@ class SchemaRegex {
       if (it == formats.end()) fail(where, "format", "'" + f->dump() + "' is not supported (date-time, date, time, uuid)");
       return "\"" + it->second + "\"";
     }
-    if (auto p = s.find("pattern"); p != s.end()) {
-      if (!p->is_string()) fail(where, "pattern", "must be a string");
-      std::string pat = p->get<std::string>();
-      if (!pat.empty() && pat.front() == '^') pat.erase(0, 1);
-      if (!pat.empty() && pat.back() == '$' && (pat.size() < 2 || pat[pat.size() - 2] != '\\')) pat.pop_back();
-      return "\"(?:" + pat + ")\"";
-    }
     const int64_t min = bound(s, "minLength", where, 0);
     int64_t max = bound(s, "maxLength", where, -1);
     if (max < 0 && b_.max_string_length > 0) max = std::max(min, b_.max_string_length);
+    if (auto p = s.find("pattern"); p != s.end()) return pattern_string(s, *p, min, max, where);
     return "\"" + repeat(kStringChar, min, max) + "\"";
+  }
+
+  // A string whose characters follow `pattern`. The pattern may not admit what a JSON string must
+  // escape ('"', '\\', control characters). Length bounds apply where the pattern is one repeated
+  // character class (`[a-f0-9]+`, `\\d*`): its repeat becomes {min,max}; with another pattern
+  // they are refused.
+  std::string pattern_string(const json& s, const json& p, int64_t min, int64_t max, const std::string& where) {
+    if (!p.is_string()) fail(where, "pattern", "must be a string");
+    std::string pat = p.get<std::string>();
+    if (!pat.empty() && pat.front() == '^') pat.erase(0, 1);
+    if (!pat.empty() && pat.back() == '$' && (pat.size() < 2 || pat[pat.size() - 2] != '\\')) pat.pop_back();
+    Nfa nfa;
+    try {
+      nfa = compile_regex(pat);
+    } catch (const GuidedError& e) {
+      fail(where, "pattern", std::string("cannot be used: ") + e.what());
+    }
+    for (const Nfa::State& st : nfa.states)
+      for (const ByteEdge& e : st.edges)
+        if (e.lo < 0x20 || (e.lo <= '"' && e.hi >= '"') || (e.lo <= '\\' && e.hi >= '\\'))
+          fail(where, "pattern", "admits a character a JSON string must escape ('\"', '\\\\' or a control character), "
+               "which is not supported");
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (const std::string atom = repeated_atom(pat); !atom.empty() && (lengths || max >= 0)) {
+      const int64_t lo = std::max<int64_t>(min, pat.back() == '+' ? 1 : 0);
+      if (max >= 0 && max < lo) fail(where, "maxLength", "admits no string of the pattern");
+      return "\"" + repeat(atom, lo, max) + "\"";
+    }
+    if (lengths) fail(where, s.contains("minLength") ? "minLength" : "maxLength", "together with this pattern is not supported");
+    return "\"(?:" + pat + ")\"";
+  }
+
+  // "X" when the pattern is X+ or X* for one class [..], one escape \\d, or '.'; else "".
+  static std::string repeated_atom(const std::string& pat) {
+    if (pat.size() < 2 || (pat.back() != '+' && pat.back() != '*')) return "";
+    const std::string atom = pat.substr(0, pat.size() - 1);
+    if (atom == "." || (atom.size() == 2 && atom[0] == '\\')) return atom;
+    if (atom.front() != '[' || atom.back() != ']') return "";
+    for (size_t i = 1; i + 1 < atom.size(); ++i) {
+      if (atom[i] == '\\') ++i;
+      else if (atom[i] == ']' && i > 1) return "";  // two classes
+    }
+    return atom;
   }
 
   // minimum / exclusiveMinimum: the few values a sign and a first digit can say.

@@ -96,8 +96,8 @@ void read_response_format(const json& v, json& row, LineContext& ctx) {
   if (t != "json_schema")
     ctx.bad("'body.response_format.type' is '" + t + "' (this engine reads text, json_object and json_schema)");
   const auto js = v.find("json_schema");
-  const auto schema = js != v.end() && js->is_object() ? js->find("schema") : v.end();
-  if (schema == v.end() || !schema->is_object())
+  const json* schema = js != v.end() && js->is_object() && js->contains("schema") ? &(*js)["schema"] : nullptr;
+  if (!schema || !schema->is_object())
     ctx.bad("'body.response_format.json_schema.schema' is missing or not an object");
   row["guided_json"] = *schema;
 }

@@ -14,7 +14,7 @@ import json, os, sys
 folder, out = sys.argv[1], sys.argv[2]
 prompts = ["Once upon a time", "Lily and Ben", "The dog"]
 rows = []
-for i, name in enumerate(sorted(os.listdir(folder))):
+for i, name in enumerate(sorted(n for n in os.listdir(folder) if n.endswith(".json"))):
     schema = json.load(open(os.path.join(folder, name)))
     rows.append({"id": "schema:" + name, "prompt": prompts[i % 3], "guided_json": schema})
 for i, rx in enumerate([r"[A-Z][a-z]{2,8}( [a-z]{1,8}){2,5}\.", r"\d{3}-\d{4}", r"(yes|no|maybe)!?", r"[a-z ]{5,20}"]):
@@ -53,7 +53,7 @@ err = [x.decode() for x in a["error"][:]]
 text = [x.decode() for x in a["output_text"][:]]
 rows = {i: (fin[k], err[k], text[k], toks(a)[k]) for k, i in enumerate(ids)}
 valid, refused, bad = 0, {}, []
-for name in sorted(os.listdir(folder)):
+for name in sorted(n for n in os.listdir(folder) if n.endswith(".json")):
     schema = json.load(open(os.path.join(folder, name)))
     f, e, t, _ = rows["schema:" + name]
     if f == "error":
@@ -92,7 +92,7 @@ if not (f == "length" and len(tk) == 3 and t.startswith("{")): bad.append(("leng
 f, e, t, tk = rows["edge:grammar"]
 if not (f == "error" and "guided_grammar" in e): bad.append(("grammar", f, e))
 if rows["free"][0] != "length": bad.append(("free", rows["free"][0]))
-total = len(os.listdir(folder))
+total = len([n for n in os.listdir(folder) if n.endswith(".json")])
 print(f"schemas: {total}, generated and valid: {valid}, refused: {sum(refused.values())} {refused}")
 for x in bad: print("BAD", x)
 assert not bad
