@@ -35,6 +35,21 @@ with open(out, "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
 PY
+# A job-level constraint that does not compile ends the job before any weights load: exit 2 naming the key.
+expect_exit_2() {  # expect_exit_2 TEXT [--set ...]
+  local want=$1 rc=0
+  shift
+  write_job "$WORK/bad.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/bad.h5"
+  "$TPBATCH" "$WORK/bad.yaml" "$@" 2>"$WORK/bad.log" || rc=$?
+  [ "$rc" = 2 ] || { cat "$WORK/bad.log"; fail "exit $rc, not 2, for $*"; }
+  grep -qF "$want" "$WORK/bad.log" || { cat "$WORK/bad.log"; fail "no '$want' in the error for $*"; }
+  ! grep -q "weights:" "$WORK/bad.log" || fail "weights loaded before the constraint was checked ($*)"
+}
+expect_exit_2 "'guided.json': JSON Schema keyword 'not' at #/properties/a is not supported" \
+  --set 'guided.json={type: object, properties: {a: {not: {type: string}}}}'
+expect_exit_2 "'guided.regex': regex '(a': a '(' without its ')'" --set 'guided.regex=(a'
+expect_exit_2 "'guided.grammar': grammars are not supported" --set 'guided.grammar=root ::= "a"'
+expect_exit_2 "'guided': set one of" --set 'guided.regex=a' --set 'guided.choice=[a, b]'
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/tp1.h5" \
   "sampling:" "  max_new_tokens: 400" "  temperature: 0.0" \
   "guided:" "  max_string_length: 10" "  max_items: 3"
