@@ -4,7 +4,9 @@
 # jsonschema or is an error row naming the unsupported keyword; regex rows re.fullmatch their
 # regex, choice rows are one of the choices; TP=2 gives the same tokens as TP=1. Edges: a regex
 # that admits only the empty string ends at EOS ("stop"), a dead end is an error row naming the
-# position, max_new_tokens hit mid-object finishes "length".
+# position, max_new_tokens hit mid-object finishes "length", a stop string inside the constrained
+# text ends the row there (vLLM's behaviour), a grammar is an error row naming guided_grammar; a
+# job-level constraint that does not compile exits 2 naming its key.
 source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
 $PY -c "import jsonschema, h5py" 2>/dev/null || { echo "SKIP: $PY lacks jsonschema or h5py"; exit 77; }
@@ -30,6 +32,7 @@ rows.append({"id": "edge:eos_only", "prompt": "Once", "guided_regex": "(?:)"})
 rows.append({"id": "edge:dead_end", "prompt": "Once", "guided_regex": "ab", "min_tokens": 5})
 rows.append({"id": "edge:length", "prompt": "Once", "guided_json": {"type": "object", "properties": {"a": {"type": "string"}}}, "max_new_tokens": 3})
 rows.append({"id": "edge:grammar", "prompt": "Once", "guided_grammar": "root ::= \"a\""})
+rows.append({"id": "edge:stop", "prompt": "The cat was", "guided_choice": ["happy end", "sad end"], "stop": [" end"]})
 rows.append({"id": "free", "prompt": "Once upon a time"})
 with open(out, "w") as f:
     for r in rows:
@@ -106,6 +109,8 @@ f, e, t, tk = rows["edge:length"]
 if not (f == "length" and len(tk) == 3 and t.startswith("{")): bad.append(("length", f, t))
 f, e, t, tk = rows["edge:grammar"]
 if not (f == "error" and "guided_grammar" in e): bad.append(("grammar", f, e))
+f, e, t, tk = rows["edge:stop"]
+if not (f == "stop" and t in ("happy", "sad")): bad.append(("stop string", f, t))
 if rows["free"][0] != "length": bad.append(("free", rows["free"][0]))
 total = len([n for n in os.listdir(folder) if n.endswith(".json")])
 print(f"schemas: {total}, generated and valid: {valid}, refused: {sum(refused.values())} {refused}")
