@@ -16,7 +16,8 @@ constexpr const char* kStringChar = R"((?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a
 // Digits are bounded so a model cannot write a number forever (a double has 17 significant digits).
 constexpr const char* kNonNegativeInteger = "(?:0|[1-9][0-9]{0,15})";
 constexpr const char* kFraction = R"((?:\.[0-9]{1,16})?(?:[eE][+-]?[0-9]{1,3})?)";
-constexpr int kFreeValueDepth = 2;  // how deep a value a schema leaves free may nest
+constexpr int kFreeValueDepth = 2;
+constexpr size_t kMaxRegexBytes = size_t{1} << 22;  // how deep a value a schema leaves free may nest
 
 std::string repeat(const std::string& atom, int64_t min, int64_t max) {
   return "(?:" + atom + "){" + std::to_string(min) + "," + (max < 0 ? "" : std::to_string(max)) + "}";
@@ -109,6 +110,8 @@ class SchemaRegex {
     stack_.push_back(path);
     std::string out = value(*target, path.substr(1));
     stack_.pop_back();
+    expanded_ += out.size();  // $refs used many times can multiply a schema's size
+    if (expanded_ > kMaxRegexBytes) fail(where, "$ref", "expands the schema past " + std::to_string(kMaxRegexBytes) + " bytes");
     return out;
   }
 
@@ -268,6 +271,7 @@ class SchemaRegex {
   const json& root_;
   const ConstraintSource& b_;
   std::vector<std::string> stack_;  // the $refs being expanded
+  size_t expanded_ = 0;             // bytes of regex the $refs have written so far
 };
 
 }  // namespace

@@ -169,6 +169,17 @@ TEST(GuidedConstraint, UnsupportedSchemaKeywordsAreRefusedNamingTheKeywordAndWhe
   EXPECT_NE(refusal(s).find("guided_json: the JSON Schema is not valid JSON"), std::string::npos);
 }
 
+TEST(GuidedConstraint, RefsThatMultiplyASchemaAreRefusedNotExpandedForever) {
+  nlohmann::json defs = {{"d0", {{"type", "integer"}}}};
+  for (int i = 1; i <= 40; ++i) {
+    const std::string prev = "#/$defs/d" + std::to_string(i - 1);
+    defs["d" + std::to_string(i)] = {{"type", "array"}, {"items", {{"anyOf", {{{"$ref", prev}}, {{"$ref", prev}}}}}}};
+  }
+  ConstraintSource s;
+  s.json_schema = nlohmann::json{{"$defs", defs}, {"$ref", "#/$defs/d40"}}.dump();
+  EXPECT_NE(refusal(s).find("expands the schema past"), std::string::npos) << refusal(s);
+}
+
 TEST(GuidedConstraint, GrammarIsRefusedNamingTheKey) {
   ConstraintSource s;
   s.grammar = "root ::= \"a\"";
