@@ -44,7 +44,8 @@ std::shared_ptr<Constraint> regex(const std::string& r) {
   return compile(s);
 }
 
-std::shared_ptr<Constraint> schema(const nlohmann::json& j, int64_t max_string = 0) {
+// Ordered: properties are written in the schema's order.
+std::shared_ptr<Constraint> schema(const nlohmann::ordered_json& j, int64_t max_string = 0) {
   ConstraintSource s;
   s.json_schema = j.dump();
   s.max_string_length = max_string;
@@ -107,7 +108,7 @@ TEST(GuidedConstraint, AllowedTokensAreThoseWhoseBytesKeepAMatchPossible) {
 }
 
 TEST(GuidedConstraint, JsonSchemaOutputsValidateAndOthersDoNot) {
-  const nlohmann::json sch = {
+  const nlohmann::ordered_json sch = {
       {"type", "object"},
       {"properties",
        {{"name", {{"type", "string"}, {"maxLength", 3}}},
