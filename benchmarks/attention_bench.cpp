@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_attention.h"
-#include "backend/cpu/cpu_decode_attention.h"
+#include "backend/cpu/attention/paged_attention.h"
+#include "backend/cpu/attention/decode_attention_tile.h"
 #include "backend/dtype.h"
 
 namespace {

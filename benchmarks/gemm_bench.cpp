@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/blas_core.h"
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm/blas_core.h"
+#include "backend/cpu/gemm/gemm.h"
 #include "backend/dtype.h"
 
 namespace {

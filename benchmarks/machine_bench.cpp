@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/blas_core.h"
+#include "backend/cpu/gemm/blas_core.h"
 
 namespace {
 

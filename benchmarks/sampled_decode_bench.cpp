@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/blas_core.h"
+#include "backend/cpu/gemm/blas_core.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/output_processor.h"
 #include "engine/scheduler.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/blas_core.h"
+#include "backend/cpu/gemm/blas_core.h"
 #include "engine/logit_scan.h"
 #include "engine/sampler.h"
 #include "engine/sampler_fast.h"

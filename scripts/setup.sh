@@ -14,7 +14,7 @@ PACKAGES=(
   libopenblas-dev
   libpcre2-dev libicu-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy python3-h5py python3-pandas python3-jinja2 time bc
+  python3 python3-numpy python3-h5py python3-pandas python3-jinja2 python3-jsonschema time bc
   slurmctld slurmd slurm-client munge libpmix-dev
 )
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "engine/constrained_choice.h"
 #include "engine/embedding_pooling.h"
 #include "engine/reasoning_budget.h"
 #include "engine/sampler.h"
@@ -21,13 +22,15 @@ bool masks_ends(const Sequence& s) { return s.num_generated() < s.sampling.min_t
 
 bool needs_full_logits(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  // A forced </think> needs its own logit for the logprob recorded.
-  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s) || forces_end_of_reasoning(s);
+  // A forced </think> needs its own logit for the logprob recorded; a constraint masks the logits.
+  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s) || forces_end_of_reasoning(s) ||
+         constraint_applies(s);
 }
 
 bool draws_on_backend(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s) && !forces_end_of_reasoning(s);
+  return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s) && !forces_end_of_reasoning(s) &&
+         !constraint_applies(s);
 }
 
 // The draw's key is the one choose() uses on the host: (line, generated tokens, sample).
@@ -120,6 +123,7 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
     return c;
   }
   if (!full) return c;
+  if (constraint_applies(s)) return choose_constrained(s, res, full, vocab);
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
   // unmodified distribution (docs/results-file.md: /output_logprobs).
   const float* pick_from = full;
@@ -143,12 +147,18 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
 }
 
 void OutputProcessor::accept(Sequence& s, const LogitResult& res, const TokenChoice& c) {
+  const bool constrained = constraint_applies(s);  // before the token: a </think> is not the answer's
+  if (constrained && c.token < 0) {
+    finish_without_token(s, c.token);
+    return;
+  }
   if (c.token != res.argmax) s.all_greedy = false;
   for (const auto& [id, lp] : c.alternatives) {
     s.top_ids.push_back(id);
     s.top_logprobs.push_back(lp);
   }
   append_token(s, c.token, c.logit - res.log_z);
+  if (constrained && !s.finish_reason) advance_constraint(s, c.token);
 }
 
 void OutputProcessor::process(const std::vector<StepChunk>& step, const StepResults& out, int64_t vocab,

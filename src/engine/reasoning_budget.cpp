@@ -18,13 +18,16 @@ std::optional<ThinkTokens> think_tokens_of(const Tokenizer& tok, int64_t vocab_l
 }
 
 void start_think_block(Sequence& s, ThinkTokens think) {
-  s.think = ThinkBlock{think.open_id, think.close_id, false, 0};
+  s.think = ThinkBlock{};
+  s.think.open_id = think.open_id;
+  s.think.close_id = think.close_id;
   for (auto it = s.tokens.rbegin(); it != s.tokens.rend(); ++it) {
     if (*it == think.open_id || *it == think.close_id) {
       s.think.open = *it == think.open_id;
       break;
     }
   }
+  for (int32_t t : s.tokens) s.think.ended = s.think.ended || t == think.close_id;
 }
 
 bool forces_end_of_reasoning(const Sequence& s) {
@@ -41,6 +44,7 @@ void track_reasoning(Sequence& s, int32_t token) {
     s.think.tokens = 0;
   } else if (token == s.think.close_id) {
     s.think.open = false;
+    s.think.ended = true;
   } else if (s.think.open) {
     ++s.think.tokens;
   }

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "engine/reasoning_parser.h"
+#include "engine/constraint_vocabulary.h"
 #include "job/chat_template_kwargs.h"
 
 namespace tpbatch {
@@ -312,6 +313,15 @@ void RowAdmitter::admit_generate(const InputRow& row, Sequence& s) {
   s.detokenizer.emplace(tok_, s.tokens);
   s.reasoning = reasoning_parser();
   start_think_tracking(s);
+  if (row.sampling.guided.any()) {  // compiled here, while the row waits in the lookahead
+    if (!constraints_) constraints_ = std::make_unique<guided::ConstraintCache>(constraint_vocabulary(tok_));
+    try {
+      s.constraint = constraints_->get(row.sampling.guided);
+    } catch (const guided::GuidedError& e) {
+      throw LineRefused{e.what()};
+    }
+    s.constraint_state = s.constraint->start();
+  }
   if (s.max_len <= s.prompt_len) s.finish_reason = FinishReason::kLength;
 }
 

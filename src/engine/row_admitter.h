@@ -13,6 +13,7 @@
 #include "engine/score_tokens.h"
 #include "engine/sequence.h"
 #include "engine/work_source.h"
+#include "guided/constraint.h"
 #include "io/input_row.h"
 #include "io/row_result.h"
 #include "job/job_spec.h"
@@ -80,6 +81,8 @@ class RowAdmitter {
   std::optional<std::optional<ThinkTokens>> think_;  // looked up at the first row with a budget
   std::optional<chat::ChatTemplate> chat_;
   std::string chat_error_;
+  // Compiled constraints by content, made at the first constrained row.
+  std::unique_ptr<guided::ConstraintCache> constraints_;
 };
 
 }  // namespace tpbatch

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/embedding_pooling.h"
+#include "guided/constraint.h"
 #include "io/finish_reason.h"
 #include "job/job_spec.h"
 #include "job/sampling_params.h"
@@ -20,6 +21,7 @@ namespace tpbatch {
 struct ThinkBlock {
   int32_t open_id = -1, close_id = -1;  // the tokens <think> and </think>; -1: no budget to keep
   bool open = false;                    // the last of them in the row's tokens is <think>
+  bool ended = false;                   // a </think> is among the row's tokens
   int64_t tokens = 0;                   // generated tokens inside the open block so far
 };
 
@@ -44,6 +46,10 @@ struct Sequence {
   std::vector<int32_t> eos_ids;
   Reasoning reasoning = Reasoning::kNone;  // how its text is split (job key reasoning, resolved)
   ThinkBlock think;
+  // sampling.guided compiled (shared by the rows with the same constraint), and the matcher's
+  // state: the DFA state after the generated tokens, a function of them alone.
+  std::shared_ptr<guided::Constraint> constraint;
+  int32_t constraint_state = 0;
 
   // Paged KV cache state.
   int64_t num_computed = 0;        // tokens whose K/V are in the cache

@@ -75,6 +75,19 @@ class LineValueReader {
     }
     t.field(job_) = std::move(ids);
   }
+  void operator()(const OptionalText& t) const {
+    if (!v_.is_string() || v_.get<std::string>().empty()) must_be("a non-empty string");
+    t.field(job_) = v_.get<std::string>();
+  }
+  void operator()(const JsonMapping& m) const {  // an object, or a string holding one (vLLM takes both)
+    json v = v_;
+    if (v.is_string()) v = json::parse(v_.get<std::string>(), nullptr, false);
+    if (!v.is_object() || v.empty()) must_be("a non-empty JSON object (or a string holding one)");
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(v.dump());
+    if (m.problem)
+      if (const std::string why = m.problem(ordered, name_); !why.empty()) ctx_.bad(why);
+    m.field(job_) = ordered.dump();
+  }
   // Kinds no sampling key has yet: a new key of such a kind needs its line reading written here.
   template <typename Kind>
   void operator()(const Kind&) const {
@@ -90,7 +103,26 @@ class LineValueReader {
 
 }  // namespace
 
+namespace {
+
+// A line that sets a kind of constraint replaces the job's (whatever its kind); the bounds stay.
+void clear_job_constraint_if_line_sets_one(const json& line, guided::ConstraintSource& g) {
+  for (const char* k : {"guided_json", "guided_json_object", "guided_regex", "guided_choice", "guided_grammar"}) {
+    const auto it = line.find(k);
+    if (it == line.end() || it->is_null()) continue;
+    g.json_schema.clear();
+    g.json_object = false;
+    g.regex.reset();
+    g.choice.clear();
+    g.grammar.reset();
+    return;
+  }
+}
+
+}  // namespace
+
 void apply_line_sampling(const json& line, const LineContext& ctx, SamplingParams& params) {
+  clear_job_constraint_if_line_sets_one(line, params.guided);
   JobSpec scratch;
   scratch.sampling = std::move(params);
   for (const SamplingKey& k : sampling_keys()) {
@@ -101,6 +133,8 @@ void apply_line_sampling(const json& line, const LineContext& ctx, SamplingParam
     std::visit(LineValueReader(name, *it, ctx, scratch), k.value);
   }
   params = std::move(scratch.sampling);
+  if (params.guided.kinds() > 1)
+    ctx.bad("set one of 'guided_json', 'guided_json_object', 'guided_regex', 'guided_choice' (this line sets several)");
 }
 
 }  // namespace tpbatch

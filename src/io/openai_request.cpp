@@ -81,6 +81,27 @@ void read_completion_prompt(const json& v, json& row, const InputSpec& in, const
   }
 }
 
+// body.response_format as the row's constraint: json_object -> guided_json_object, json_schema ->
+// guided_json (its json_schema.schema), text -> none.
+void read_response_format(const json& v, json& row, LineContext& ctx) {
+  const auto type = v.is_object() ? v.find("type") : v.end();
+  if (!v.is_object() || type == v.end() || !type->is_string())
+    ctx.bad("'body.response_format' must be an object with a 'type' (text, json_object or json_schema)");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return;
+  if (t == "json_object") {
+    row["guided_json_object"] = true;
+    return;
+  }
+  if (t != "json_schema")
+    ctx.bad("'body.response_format.type' is '" + t + "' (this engine reads text, json_object and json_schema)");
+  const auto js = v.find("json_schema");
+  const json* schema = js != v.end() && js->is_object() && js->contains("schema") ? &(*js)["schema"] : nullptr;
+  if (!schema || !schema->is_object())
+    ctx.bad("'body.response_format.json_schema.schema' is missing or not an object");
+  row["guided_json"] = *schema;
+}
+
 }  // namespace
 
 // An OpenAI Batch API request line ({"custom_id", "method", "url", "body"}) as the plain row it
@@ -123,6 +144,8 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
       read_completion_prompt(v, row, in, ctx);
     } else if (chat && (k == "messages" || k == "chat_template_kwargs")) {
       row[k] = v;
+    } else if (k == "response_format") {
+      read_response_format(v, row, ctx);
     } else if (const SamplingKey* key = carried_sampling_key(k, v, chat)) {
       // The OpenAI keys and vLLM's extra sampling parameters (sampling_keys()), as row keys.
       const std::string name = key->name();
@@ -138,7 +161,7 @@ json openai_request_to_row(const json& req, const JobSpec& job, LineContext& ctx
       // body.top_logprobs asks for alternatives.
     } else if (k == "stream" && v.is_boolean() && !v.get<bool>()) {
     } else if (strict) {
-      std::string list = chat ? "messages, chat_template_kwargs" : "prompt";
+      std::string list = chat ? "messages, chat_template_kwargs, response_format" : "prompt, response_format";
       for (const std::string& name : openai_sampling_names()) list += ", " + name;
       ctx.bad("unknown key 'body." + k + "' (this engine reads body." + list +
               "; input.unknown_keys: ignore skips the others)");

@@ -12,7 +12,7 @@ namespace tpbatch {
 namespace {
 
 void flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (prefix == "chat_template_kwargs" && n.IsMap()) {
+  if ((prefix == "chat_template_kwargs" || prefix == "guided.json") && n.IsMap()) {
     // Typed values, compared as JSON: the string "false" and false render differently.
     try {
       out[prefix] = yaml_to_json(n).dump();

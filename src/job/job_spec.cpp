@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/read_text.h"
+#include "guided/constraint.h"
 #include "job/job_keys.h"
 
 namespace tpbatch {
@@ -131,6 +132,11 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   KeyErrors errors(source, override_src);
   JobSpec j;
   read_job_keys(root, errors, j);
+  if (const std::string why = guided::constraint_problem(j.sampling.guided); !why.empty()) {
+    // "guided_regex: ..." names the row key; the job file's is "guided.regex".
+    const std::string key = why.rfind("guided_", 0) == 0 ? "guided." + why.substr(7, why.find(':') - 7) : "guided";
+    errors.fail(key, "'" + key + "': " + why.substr(why.find(": ") + 2));
+  }
   if (j.sampling.n > 1 && j.task != Task::kGenerate)
     errors.fail("sampling.n", "'sampling.n' is " + std::to_string(j.sampling.n) + ", but several samples of a "
                 "prompt need task: generate (this job's task is " + task_name(j.task) + ")");

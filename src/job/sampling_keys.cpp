@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "guided/constraint.h"
+
 namespace tpbatch {
 
 namespace {
@@ -11,7 +13,22 @@ using namespace job_key;
 constexpr const char* kPrefix = "sampling.";
 }  // namespace
 
-std::string SamplingKey::name() const { return key + std::strlen(kPrefix); }
+// "sampling.top_p" -> "top_p"; a key of another section by its vLLM name: "guided.json" -> "guided_json".
+std::string SamplingKey::name() const {
+  if (std::strncmp(key, kPrefix, std::strlen(kPrefix)) == 0) return key + std::strlen(kPrefix);
+  std::string n = key;
+  std::replace(n.begin(), n.end(), '.', '_');
+  return n;
+}
+
+namespace {
+std::string guided_json_problem(const nlohmann::ordered_json& schema, const std::string& key) {
+  guided::ConstraintSource s;
+  s.json_schema = schema.dump();
+  const std::string why = guided::constraint_problem(s);
+  return why.empty() ? "" : "'" + key + "': " + why.substr(why.find(": ") + 2);
+}
+}  // namespace
 
 const std::vector<SamplingKey>& sampling_keys() {
   // An OpenAI body key is the row key's name unless listed otherwise (vLLM's extra sampling keys too).
@@ -68,6 +85,31 @@ const std::vector<SamplingKey>& sampling_keys() {
        "unchanged. Unset = no budget.",
        true, {"max_reasoning_tokens"},
        [](const JobSpec& j) { return j.sampling.max_reasoning_tokens != kNoReasoningBudget; }},
+      // Constraints (docs/guided.md): at most one kind per job and per row; a row that sets a kind
+      // replaces the job's. The job's are compiled when the job file is read, before any weights load.
+      {"guided.json", JsonMapping{JOB_FIELD(sampling.guided.json_schema), guided_json_problem},
+       "A JSON Schema (the subset docs/guided.md lists) the output must validate against, written as compact JSON. "
+       "A row's `guided_json` (an object, or a string holding one) or OpenAI `response_format` json_schema sets it "
+       "per row.",
+       true, {"guided_json"}, [](const JobSpec& j) { return !j.sampling.guided.json_schema.empty(); }},
+      {"guided.json_object", Flag{JOB_FIELD(sampling.guided.json_object)},
+       "The output is a JSON object (compact; nested a few levels). OpenAI's `response_format: {type: json_object}`.",
+       true, {"guided_json_object"}, [](const JobSpec& j) { return j.sampling.guided.json_object; }},
+      {"guided.regex", OptionalText{JOB_FIELD(sampling.guided.regex)},
+       "A regex the whole output must match (the syntax docs/guided.md lists).", true, {"guided_regex"},
+       [](const JobSpec& j) { return j.sampling.guided.regex.has_value(); }},
+      {"guided.choice", StopStrings{JOB_FIELD(sampling.guided.choice)}, "The output is exactly one of these strings.",
+       true, {"guided_choice"}, [](const JobSpec& j) { return !j.sampling.guided.choice.empty(); }},
+      {"guided.grammar", OptionalText{JOB_FIELD(sampling.guided.grammar)},
+       "Not supported: a grammar is refused, naming the key (use guided.json, guided.regex or guided.choice).",
+       true, {"guided_grammar"}, [](const JobSpec& j) { return j.sampling.guided.grammar.has_value(); }},
+      {"guided.max_string_length", Integer{JOB_FIELD(sampling.guided.max_string_length), 0},
+       "The most characters of a JSON string whose schema sets no maxLength (guided.json, guided.json_object); "
+       "0 = unbounded. Lets a model that never closes its strings still finish an object.",
+       true, {"guided_max_string_length"}, [](const JobSpec& j) { return j.sampling.guided.max_string_length != 0; }},
+      {"guided.max_items", Integer{JOB_FIELD(sampling.guided.max_items), 0},
+       "The most items of a JSON array whose schema sets no maxItems (and members of a free object); 0 = unbounded.",
+       true, {"guided_max_items"}, [](const JobSpec& j) { return j.sampling.guided.max_items != 0; }},
   };
   return keys;
 }

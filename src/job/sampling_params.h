@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "guided/constraint_source.h"
+
 namespace tpbatch {
 
 inline constexpr int64_t kMaxTopLogprobs = 20;  // sampling.top_logprobs: at most this many alternatives
@@ -31,6 +33,8 @@ struct SamplingParams {
   // A thinking budget: once a row's open <think> block holds this many generated tokens, its next
   // token is </think> (engine/reasoning_budget.h). kNoReasoningBudget = none.
   int64_t max_reasoning_tokens = kNoReasoningBudget;
+  // What the output must match (JSON Schema, JSON object, regex, choice); none by default.
+  guided::ConstraintSource guided;
 
   bool greedy() const { return temperature <= 0.0; }
   bool penalized() const { return repetition_penalty != 1.0 || presence_penalty != 0.0 || frequency_penalty != 0.0; }

@@ -57,6 +57,8 @@ TEST(InputRowKeys, EveryKnownKeyAccepted) {
     else if (k == "ignore_eos") line += R"(, "ignore_eos": true)";
     else if (k == "temperature" || k == "top_p" || k == "min_p") line += ", \"" + k + "\": 0.5";
     else if (k == "stop_token_ids") line += R"(, "stop_token_ids": [3])";
+    else if (k == "guided_regex") line += R"(, "guided_regex": "a")";  // a line sets one kind of constraint
+    else if (k == "guided_json" || k == "guided_json_object" || k == "guided_choice" || k == "guided_grammar") continue;
     else line += ", \"" + k + "\": 3";
   }
   line += "}";

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "engine/constrained_choice.h"
 #include "engine/output_processor.h"
 #include "engine/reasoning_budget.h"
 #include "engine/reasoning_parser.h"
@@ -200,3 +201,42 @@ TEST(ReasoningBudget, InsideReasoningFollowsTheBlock) {
 }
 
 }  // namespace
+
+// A constraint shapes the answer, not the reasoning: with a reasoning parser on it starts after
+// the </think> (here the forced one), and the matcher sees none of the reasoning tokens.
+TEST(ReasoningBudget, AConstraintStartsAfterTheReasoningEnds) {
+  auto vocab = std::make_shared<guided::TokenBytes>();
+  vocab->bytes = {"a", "b", "c", "x", "y", "", "<think>", "</think>"};
+  vocab->usable = {true, true, true, true, true, false, false, false};
+  auto s = row({1, kOpen}, 2);
+  s->reasoning = Reasoning::kQwen3;
+  s->constraint = std::make_shared<guided::Constraint>("ab", vocab);
+  s->constraint_state = s->constraint->start();
+  OutputProcessor out;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(constraint_applies(*s)) << i;
+    step(out, *s, kLogits);  // free: the argmax 'x', which "ab" would not allow
+  }
+  step(out, *s, kLogits);  // the forced </think>
+  EXPECT_TRUE(constraint_applies(*s));
+  for (int i = 0; i < 3; ++i) step(out, *s, kLogits);
+  EXPECT_EQ(std::vector<int32_t>(s->tokens.begin() + 2, s->tokens.end()), (std::vector<int32_t>{3, 3, kClose, 0, 1, 5}));
+  EXPECT_EQ(s->finish_reason, FinishReason::kEos);  // the whole match, then EOS
+}
+
+TEST(ReasoningBudget, WithAReasoningParserAConstraintWaitsForAThinkBlockTheModelOpens) {
+  auto vocab = std::make_shared<guided::TokenBytes>();
+  vocab->bytes = {"a", "b", "c", "x", "y", "", "<think>", "</think>"};
+  vocab->usable = {true, true, true, true, true, false, false, false};
+  auto s = row({1, 2}, kNoReasoningBudget);  // nothing opened or closed in the prompt
+  s->reasoning = Reasoning::kQwen3;
+  s->constraint = std::make_shared<guided::Constraint>("ab", vocab);
+  EXPECT_FALSE(constraint_applies(*s));
+  auto closed = row({1, kOpen, kClose}, kNoReasoningBudget);  // Qwen3 with enable_thinking: false
+  closed->reasoning = Reasoning::kQwen3;
+  closed->constraint = s->constraint;
+  EXPECT_TRUE(constraint_applies(*closed));
+  auto no_parser = row({1, 2}, kNoReasoningBudget);
+  no_parser->constraint = s->constraint;
+  EXPECT_TRUE(constraint_applies(*no_parser));
+}

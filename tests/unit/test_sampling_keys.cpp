@@ -24,6 +24,8 @@ struct SampleValue {
   json operator()(const Flag&) const { return true; }
   json operator()(const StopStrings&) const { return json::array({"s"}); }
   json operator()(const TokenIds&) const { return json::array({3}); }
+  json operator()(const OptionalText&) const { return "a+"; }
+  json operator()(const JsonMapping&) const { return json{{"type", "string"}}; }
   template <typename Kind>
   json operator()(const Kind&) const {
     ADD_FAILURE() << "a sampling key of a kind this test has no value for";
@@ -41,6 +43,8 @@ struct FieldValue {
   json operator()(const Flag& f) const { return f.field(job); }
   json operator()(const StopStrings& s) const { return s.field(job); }
   json operator()(const TokenIds& t) const { return t.field(job); }
+  json operator()(const OptionalText& t) const { return t.field(job) ? json(*t.field(job)) : json(nullptr); }
+  json operator()(const JsonMapping& m) const { return m.field(job).empty() ? json(nullptr) : json::parse(m.field(job)); }
   template <typename Kind>
   json operator()(const Kind&) const { return nullptr; }
 };
@@ -76,13 +80,17 @@ std::string joined(const std::vector<std::string>& names) {
 TEST(SamplingKeys, JobKeyTableHoldsExactlyTheSamplingTableInItsOrder) {
   std::vector<std::string> from_job_keys, from_table;
   for (const JobKey& k : job_keys())
-    if (section_of(k.key) == "sampling") from_job_keys.push_back(k.key);
+    if (section_of(k.key) == "sampling" || section_of(k.key) == "guided") from_job_keys.push_back(k.key);
   for (const SamplingKey& k : sampling_keys()) from_table.push_back(k.key);
   EXPECT_EQ(from_job_keys, from_table);
 }
 
-TEST(SamplingKeys, EveryKeyIsUnderSamplingAndNamedByItsLeaf) {
+TEST(SamplingKeys, EveryKeyIsUnderSamplingNamedByItsLeafOrUnderGuidedNamedAsVllmDoes) {
   for (const SamplingKey& k : sampling_keys()) {
+    if (section_of(k.key) == "guided") {
+      EXPECT_EQ(k.name(), "guided_" + leaf_of(k.key));
+      continue;
+    }
     EXPECT_EQ(section_of(k.key), "sampling");
     EXPECT_EQ(k.name(), leaf_of(k.key));
   }
@@ -122,7 +130,7 @@ TEST(SamplingKeys, UnknownLineKeyErrorListsEveryPerLineName) {
 
 TEST(SamplingKeys, UnknownBodyKeyErrorListsEveryOpenAiName) {
   const std::string msg = bad_line(completion_request({{"prompt", "x"}, {"best_of", 2}}));
-  EXPECT_NE(msg.find("this engine reads body.prompt, " + joined(openai_sampling_names()) + ";"), std::string::npos)
+  EXPECT_NE(msg.find("this engine reads body.prompt, response_format, " + joined(openai_sampling_names()) + ";"), std::string::npos)
       << msg;
 }
 

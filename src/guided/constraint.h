@@ -1,0 +1,67 @@
+#pragma once
+// A compiled constraint: the regex its source stands for as a lazy byte DFA, and for each DFA
+// state the vocabulary tokens whose bytes keep a match possible (found by walking each token's
+// bytes, cached per state). The matcher state of a row is one DFA state, advanced by each chosen
+// token's bytes: a function of the row's generated tokens alone, so a resumed or recomputed row
+// gets the same masks.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "guided/byte_dfa.h"
+#include "guided/constraint_source.h"
+
+namespace tpbatch::guided {
+
+// The bytes each token id writes into the output text; special tokens (and those that write
+// nothing) are never allowed by a constraint.
+struct TokenBytes {
+  std::vector<std::string> bytes;  // [vocab]
+  std::vector<bool> usable;        // [vocab]
+};
+
+// The regex a source stands for (validates it; throws GuidedError naming the kind: "guided_json:
+// JSON Schema keyword 'not' at #/properties/a is not supported").
+std::string constraint_regex(const ConstraintSource& source);
+
+// Checks a source compiles (the regex parses, the schema is in the subset) without a vocabulary:
+// "" when it does, else why. For the job file's keys, checked before any weights load.
+std::string constraint_problem(const ConstraintSource& source);
+
+class Constraint {
+ public:
+  Constraint(const std::string& regex, std::shared_ptr<const TokenBytes> vocab);
+
+  int32_t start() const { return 0; }
+  // Token ids allowed from `state`, ascending; EOS is not among them (see complete()).
+  const std::vector<int32_t>& allowed(int32_t state);
+  // Whether the output so far is a whole match: EOS (ending the row) is allowed.
+  bool complete(int32_t state) { return dfa_.accepting(state); }
+  // The state after `token` (ByteDfa::kDead when the token was not allowed).
+  int32_t advance(int32_t state, int32_t token);
+
+ private:
+  ByteDfa dfa_;
+  std::shared_ptr<const TokenBytes> vocab_;
+  std::mutex mu_;
+  std::unordered_map<int32_t, std::unique_ptr<std::vector<int32_t>>> allowed_;
+};
+
+// Compiled constraints by content: rows with the same constraint share one (and its mask cache).
+class ConstraintCache {
+ public:
+  explicit ConstraintCache(std::shared_ptr<const TokenBytes> vocab) : vocab_(std::move(vocab)) {}
+  // Throws GuidedError when the source does not compile.
+  std::shared_ptr<Constraint> get(const ConstraintSource& source);
+
+ private:
+  std::shared_ptr<const TokenBytes> vocab_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Constraint>> by_regex_;
+};
+
+}  // namespace tpbatch::guided

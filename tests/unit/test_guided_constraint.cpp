@@ -1,0 +1,201 @@
+// The constraint engine (src/guided) per kind: which strings a compiled constraint accepts, the
+// tokens it allows at a state, refusals naming the keyword, dead ends. The vocabulary is one token
+// per byte plus a few multi-byte tokens, so every string can be walked token by token.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "guided/constraint.h"
+#include "guided/json_schema_regex.h"
+
+using namespace tpbatch::guided;
+
+namespace {
+
+std::shared_ptr<const TokenBytes> byte_vocab() {
+  auto v = std::make_shared<TokenBytes>();
+  for (int b = 0; b < 256; ++b) v->bytes.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t : {"true", "{\"", "\":", "abc", ""}) v->bytes.push_back(t);
+  v->usable.assign(v->bytes.size(), true);
+  v->usable.back() = false;  // a token that writes nothing is never allowed
+  return v;
+}
+
+// Whether the constraint accepts `text` whole (walked byte by byte, as tokens 0..255).
+bool accepts(Constraint& c, const std::string& text) {
+  int32_t s = c.start();
+  for (unsigned char b : text) {
+    s = c.advance(s, b);
+    if (s == ByteDfa::kDead) return false;
+  }
+  return c.complete(s);
+}
+
+std::shared_ptr<Constraint> compile(const ConstraintSource& src) {
+  static ConstraintCache cache(byte_vocab());
+  return cache.get(src);
+}
+
+std::shared_ptr<Constraint> regex(const std::string& r) {
+  ConstraintSource s;
+  s.regex = r;
+  return compile(s);
+}
+
+// Ordered: properties are written in the schema's order.
+std::shared_ptr<Constraint> schema(const nlohmann::ordered_json& j, int64_t max_string = 0) {
+  ConstraintSource s;
+  s.json_schema = j.dump();
+  s.max_string_length = max_string;
+  return compile(s);
+}
+
+std::string refusal(const ConstraintSource& s) {
+  try {
+    compile(s);
+  } catch (const GuidedError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "compiled";
+  return "";
+}
+
+}  // namespace
+
+TEST(GuidedConstraint, RegexAcceptsWhatFullmatchAccepts) {
+  auto c = regex(R"(^(ab|cd)+[0-9]{2,3}\.?x*$)");
+  for (const char* yes : {"ab12", "abcd123", "cdab99.", "ab00.xxx", "ab00x"}) EXPECT_TRUE(accepts(*c, yes)) << yes;
+  for (const char* no : {"", "ab1", "ab1234", "ba12", "ab12..", "ab12y"}) EXPECT_FALSE(accepts(*c, no)) << no;
+  auto cls = regex(R"([^a-c\d]\w\s[a\-z]\x41\u00e9.)");
+  EXPECT_TRUE(accepts(*cls, "d_ -A\xC3\xA9\xE2\x82\xAC"));
+  EXPECT_FALSE(accepts(*cls, "a_ -A\xC3\xA9x"));  // 'a' is excluded
+  EXPECT_FALSE(accepts(*cls, "d_ bA\xC3\xA9x"));  // 'b' is not in [a\-z]
+  EXPECT_FALSE(accepts(*cls, "d_ -A\xC3\xA9\n"));  // '.' is not a newline
+}
+
+TEST(GuidedConstraint, UnsupportedRegexSyntaxIsRefusedNamingIt) {
+  ConstraintSource s;
+  s.regex = "(a)\\1";
+  EXPECT_NE(refusal(s).find("the escape '\\1' is not supported"), std::string::npos) << refusal(s);
+  s.regex = "(?=a)a";
+  EXPECT_NE(refusal(s).find("only (?:...) groups"), std::string::npos);
+  s.regex = "a{3,2}";
+  EXPECT_NE(refusal(s).find("n < m"), std::string::npos);
+}
+
+TEST(GuidedConstraint, ChoiceAcceptsExactlyTheChoices) {
+  ConstraintSource s;
+  s.choice = {"yes", "no", "a.b (c)"};
+  auto c = compile(s);
+  for (const char* yes : {"yes", "no", "a.b (c)"}) EXPECT_TRUE(accepts(*c, yes)) << yes;
+  for (const char* no : {"ye", "yesno", "aXb (c)", ""}) EXPECT_FALSE(accepts(*c, no)) << no;
+}
+
+TEST(GuidedConstraint, AllowedTokensAreThoseWhoseBytesKeepAMatchPossible) {
+  ConstraintSource s;
+  s.choice = {"true", "tx", "abc"};
+  auto c = compile(s);
+  const std::vector<int32_t> at_start = c->allowed(c->start());
+  const int32_t true_token = 256, abc_token = 259;
+  EXPECT_EQ(at_start, (std::vector<int32_t>{'a', 't', true_token, abc_token}));
+  const int32_t after_true = c->advance(c->start(), true_token);
+  EXPECT_TRUE(c->complete(after_true));
+  EXPECT_TRUE(c->allowed(after_true).empty());  // only EOS: the row ends there
+  EXPECT_EQ(c->advance(c->start(), 'x'), ByteDfa::kDead);
+  EXPECT_EQ(c->advance(c->start(), 260), ByteDfa::kDead);  // the unusable empty token
+}
+
+TEST(GuidedConstraint, JsonSchemaOutputsValidateAndOthersDoNot) {
+  const nlohmann::ordered_json sch = {
+      {"type", "object"},
+      {"properties",
+       {{"name", {{"type", "string"}, {"maxLength", 3}}},
+        {"age", {{"type", "integer"}, {"minimum", 0}}},
+        {"tags", {{"type", "array"}, {"items", {{"enum", {"a", 1, nullptr}}}}, {"maxItems", 2}}},
+        {"ok", {{"anyOf", {{{"type", "boolean"}}, {{"type", "null"}}}}}},
+        {"ref", {{"$ref", "#/$defs/pt"}}}}},
+      {"required", {"name"}},
+      {"$defs", {{"pt", {{"type", "object"}, {"properties", {{"x", {{"type", "number"}}}}}}}}}};
+  auto c = schema(sch);
+  EXPECT_TRUE(accepts(*c, R"({"name":"Bo","age":42,"tags":["a",null],"ok":true,"ref":{"x":-1.5e3}})"));
+  EXPECT_TRUE(accepts(*c, R"({"name":"","age":0,"tags":[],"ok":null,"ref":{"x":0}})"));
+  EXPECT_FALSE(accepts(*c, R"({"name":"Bobby","age":42,"tags":[],"ok":true,"ref":{"x":1}})"));  // maxLength
+  EXPECT_FALSE(accepts(*c, R"({"name":"Bo","age":-1,"tags":[],"ok":true,"ref":{"x":1}})"));     // minimum
+  EXPECT_FALSE(accepts(*c, R"({"name":"Bo","age":1,"tags":[1,1,1],"ok":true,"ref":{"x":1}})"));  // maxItems
+  EXPECT_FALSE(accepts(*c, R"({"name":"Bo","age":01,"tags":[],"ok":true,"ref":{"x":1}})"));     // JSON number
+}
+
+TEST(GuidedConstraint, StringsWithoutMaxLengthAreBoundedWhenAsked) {
+  auto c = schema({{"type", "string"}}, 4);
+  EXPECT_TRUE(accepts(*c, R"("abcd")"));
+  EXPECT_TRUE(accepts(*c, R"("a\"\u00e9")"));
+  EXPECT_FALSE(accepts(*c, R"("abcde")"));
+  EXPECT_FALSE(accepts(*c, "\"a\nb\""));  // control characters must be escaped
+}
+
+TEST(GuidedConstraint, FormatsBecomeTheirPatterns) {
+  auto c = schema({{"type", "string"}, {"format", "date-time"}});
+  EXPECT_TRUE(accepts(*c, R"("2024-02-29T23:59:01Z")"));
+  EXPECT_TRUE(accepts(*c, R"("2024-12-01T00:00:00.123+05:30")"));
+  EXPECT_FALSE(accepts(*c, R"("2024-13-01T00:00:00Z")"));
+  auto u = schema({{"type", "string"}, {"format", "uuid"}});
+  EXPECT_TRUE(accepts(*u, R"("123e4567-e89b-12d3-a456-426614174000")"));
+  EXPECT_FALSE(accepts(*u, R"("123e4567")"));
+}
+
+TEST(GuidedConstraint, JsonObjectAcceptsNestedObjects) {
+  ConstraintSource s;
+  s.json_object = true;
+  auto c = compile(s);
+  EXPECT_TRUE(accepts(*c, R"({})"));
+  EXPECT_TRUE(accepts(*c, R"({"a":[1,{"b":null}],"c":"d","e":-0.5})"));
+  EXPECT_FALSE(accepts(*c, R"([1])"));
+  EXPECT_FALSE(accepts(*c, R"({"a":1,})"));
+}
+
+TEST(GuidedConstraint, UnsupportedSchemaKeywordsAreRefusedNamingTheKeywordAndWhere) {
+  ConstraintSource s;
+  s.json_schema = R"({"type":"object","properties":{"a":{"type":"string","not":{"const":"x"}}}})";
+  EXPECT_EQ(refusal(s), "guided_json: JSON Schema keyword 'not' at #/properties/a is not supported");
+  s.json_schema = R"({"type":"array","items":{"type":"integer"},"uniqueItems":true})";
+  EXPECT_EQ(refusal(s), "guided_json: JSON Schema keyword 'uniqueItems' at # is not supported");
+  s.json_schema = R"({"properties":{"n":{"type":"integer","minimum":5}}})";
+  EXPECT_NE(refusal(s).find("keyword 'minimum' at #/properties/n"), std::string::npos) << refusal(s);
+  s.json_schema = R"({"$defs":{"t":{"type":"object","properties":{"k":{"$ref":"#/$defs/t"}}}},"$ref":"#/$defs/t"})";
+  EXPECT_NE(refusal(s).find("'$ref'"), std::string::npos);
+  EXPECT_NE(refusal(s).find("recursive"), std::string::npos);
+  s.json_schema = "{";
+  EXPECT_NE(refusal(s).find("guided_json: the JSON Schema is not valid JSON"), std::string::npos);
+}
+
+TEST(GuidedConstraint, RefsThatMultiplyASchemaAreRefusedNotExpandedForever) {
+  nlohmann::json defs = {{"d0", {{"type", "integer"}}}};
+  for (int i = 1; i <= 40; ++i) {
+    const std::string prev = "#/$defs/d" + std::to_string(i - 1);
+    defs["d" + std::to_string(i)] = {{"type", "array"}, {"items", {{"anyOf", {{{"$ref", prev}}, {{"$ref", prev}}}}}}};
+  }
+  ConstraintSource s;
+  s.json_schema = nlohmann::json{{"$defs", defs}, {"$ref", "#/$defs/d40"}}.dump();
+  EXPECT_NE(refusal(s).find("expands the schema past"), std::string::npos) << refusal(s);
+}
+
+TEST(GuidedConstraint, GrammarIsRefusedNamingTheKey) {
+  ConstraintSource s;
+  s.grammar = "root ::= \"a\"";
+  EXPECT_EQ(refusal(s).rfind("guided_grammar: grammars are not supported", 0), 0u) << refusal(s);
+  EXPECT_NE(constraint_problem(s), "");
+}
+
+TEST(GuidedConstraint, SameContentSharesOneCompiledConstraint) {
+  EXPECT_EQ(regex("x[0-9]+").get(), regex("x[0-9]+").get());
+  EXPECT_NE(regex("x[0-9]+").get(), regex("x[0-9]*").get());
+}
+
+TEST(GuidedConstraint, TwoKindsAtOnceAreRefused) {
+  ConstraintSource s;
+  s.regex = "a";
+  s.choice = {"a"};
+  EXPECT_NE(refusal(s).find("set one of"), std::string::npos);
+}
