@@ -42,9 +42,8 @@ struct Resolved {
   double rope_theta = 10000.0, rms_norm_eps = 1e-5;
 };
 
-Resolved resolve(const MakeModelOptions& o) {
-  Resolved r;
-  std::string preset_dtype = "float32";
+// The preset's shape (its dtype into preset_dtype), then the options that override it, checked.
+void resolve_shape(const MakeModelOptions& o, Resolved& r, std::string& preset_dtype) {
   if (o.preset == "tiny") {
     r.hidden = 64, r.intermediate = 172, r.layers = 5, r.heads = 8, r.kv_heads = 4, r.vocab = 512, r.max_pos = 512;
     r.tied = true;
@@ -84,9 +83,11 @@ Resolved resolve(const MakeModelOptions& o) {
     throw Error("make-model: num_heads " + std::to_string(r.heads) + " is not a multiple of num_kv_heads " +
                 std::to_string(r.kv_heads));
   if (o.tie_word_embeddings != -1) r.tied = o.tie_word_embeddings != 0;
+}
 
-  // The 8b preset is bf16 unless asked otherwise ("float32" is the options' default, and a 32 GB f32
-  // 8B model is never what is wanted); "auto" or "" = the preset's dtype.
+// The 8b preset is bf16 unless asked otherwise ("float32" is the options' default, and a 32 GB f32
+// 8B model is never what is wanted); "auto" or "" = the preset's dtype.
+void resolve_dtype(const MakeModelOptions& o, Resolved& r, const std::string& preset_dtype) {
   r.dtype = o.dtype;
   if (r.dtype.empty() || r.dtype == "auto" || (o.preset == "8b" && r.dtype == "float32")) r.dtype = preset_dtype;
   if (r.dtype == "f32" || r.dtype == "fp32") r.dtype = "float32";
@@ -94,7 +95,35 @@ Resolved resolve(const MakeModelOptions& o) {
   if (r.dtype == "f16" || r.dtype == "fp16") r.dtype = "float16";
   if (r.dtype != "float32" && r.dtype != "bfloat16" && r.dtype != "float16")
     throw Error("make-model: unknown dtype '" + o.dtype + "' (float32, bfloat16, float16)");
+}
 
+// The mixture-of-experts families: Mixtral (every layer, the dense width per expert) and the
+// Qwen3- / Qwen2-MoE keys (with dense layers, and Qwen2-MoE's shared expert).
+void resolve_experts(const MakeModelOptions& o, Resolved& r) {
+  r.mixtral = r.architecture == "MixtralForCausalLM";
+  r.qwen_moe = !r.mixtral;
+  r.qwen2_moe = r.architecture == "Qwen2MoeForCausalLM";
+  r.model_type = r.mixtral ? "mixtral" : r.qwen2_moe ? "qwen2_moe" : "qwen3_moe";
+  r.qk_norm = r.qwen_moe && !r.qwen2_moe;
+  r.rms_norm_eps = 1e-6;
+  if (o.attention_bias && r.mixtral) throw Error("make-model: MixtralForCausalLM has no attention biases");
+  r.attention_bias = o.attention_bias || r.qwen2_moe;  // Qwen2-MoE: q/k/v biases, as Qwen2
+  if (o.num_experts <= 0 || o.experts_per_token <= 0 || o.experts_per_token > o.num_experts)
+    throw Error("make-model: need 0 < experts per token (" + std::to_string(o.experts_per_token) +
+                ") <= experts (" + std::to_string(o.num_experts) + ")");
+  if (o.moe_intermediate_size <= 0) throw Error("make-model: moe_intermediate_size must be positive");
+  r.experts = o.num_experts, r.top_k = o.experts_per_token;
+  r.moe_inter = r.mixtral ? r.intermediate : o.moe_intermediate_size;
+  r.shared_inter = r.qwen2_moe ? 4 * r.moe_inter : 0;  // Qwen1.5-MoE-A2.7B's ratio (5632 / 1408)
+  r.norm_topk_prob = r.mixtral || o.norm_topk_prob;
+  if (r.mixtral && !o.mlp_only_layers.empty()) throw Error("make-model: MixtralForCausalLM has no dense layers");
+  for (int64_t l : o.mlp_only_layers)
+    if (l < 0 || l >= r.layers) throw Error("make-model: mlp_only_layers entry " + std::to_string(l) + " is not a layer");
+  r.mlp_only_layers = o.mlp_only_layers;
+}
+
+// The architecture's model_type and the features of its family.
+void resolve_architecture(const MakeModelOptions& o, Resolved& r) {
   r.architecture = o.architecture;
   if (r.architecture == "LlamaForCausalLM") {
     r.model_type = "llama";
@@ -128,38 +157,83 @@ Resolved resolve(const MakeModelOptions& o) {
     if (o.attention_bias) throw Error("make-model: " + r.architecture + " has no attention biases");
   } else if (r.architecture == "MixtralForCausalLM" || r.architecture == "Qwen3MoeForCausalLM" ||
              r.architecture == "Qwen2MoeForCausalLM") {
-    r.mixtral = r.architecture == "MixtralForCausalLM";
-    r.qwen_moe = !r.mixtral;
-    r.qwen2_moe = r.architecture == "Qwen2MoeForCausalLM";
-    r.model_type = r.mixtral ? "mixtral" : r.qwen2_moe ? "qwen2_moe" : "qwen3_moe";
-    r.qk_norm = r.qwen_moe && !r.qwen2_moe;
-    r.rms_norm_eps = 1e-6;
-    if (o.attention_bias && r.mixtral) throw Error("make-model: MixtralForCausalLM has no attention biases");
-    r.attention_bias = o.attention_bias || r.qwen2_moe;  // Qwen2-MoE: q/k/v biases, as Qwen2
-    if (o.num_experts <= 0 || o.experts_per_token <= 0 || o.experts_per_token > o.num_experts)
-      throw Error("make-model: need 0 < experts per token (" + std::to_string(o.experts_per_token) +
-                  ") <= experts (" + std::to_string(o.num_experts) + ")");
-    if (o.moe_intermediate_size <= 0) throw Error("make-model: moe_intermediate_size must be positive");
-    r.experts = o.num_experts, r.top_k = o.experts_per_token;
-    r.moe_inter = r.mixtral ? r.intermediate : o.moe_intermediate_size;
-    r.shared_inter = r.qwen2_moe ? 4 * r.moe_inter : 0;  // Qwen1.5-MoE-A2.7B's ratio (5632 / 1408)
-    r.norm_topk_prob = r.mixtral || o.norm_topk_prob;
-    if (r.mixtral && !o.mlp_only_layers.empty()) throw Error("make-model: MixtralForCausalLM has no dense layers");
-    for (int64_t l : o.mlp_only_layers)
-      if (l < 0 || l >= r.layers) throw Error("make-model: mlp_only_layers entry " + std::to_string(l) + " is not a layer");
-    r.mlp_only_layers = o.mlp_only_layers;
+    resolve_experts(o, r);
   } else {
     throw Error("make-model: unknown architecture '" + r.architecture +
                 "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
                 "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, "
                 "Qwen2MoeForCausalLM)");
   }
+}
+
+Resolved resolve(const MakeModelOptions& o) {
+  Resolved r;
+  std::string preset_dtype = "float32";
+  resolve_shape(o, r, preset_dtype);
+  resolve_dtype(o, r, preset_dtype);
+  resolve_architecture(o, r);
   r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
   if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
     throw Error("make-model: unknown rope_scaling '" + o.rope_scaling + "' (none, llama3)");
   if (r.vocab < 260)
     throw Error("make-model: vocab_size " + std::to_string(r.vocab) + " is too small (at least 260 for the tokenizer)");
   return r;
+}
+
+// config.json's keys of the Gemma 2 / 3, Phi-3 and Qwen3 families, in the order transformers
+// writes them (the file is byte-identical on every machine).
+void add_family_keys(const Resolved& r, ordered_json& j) {
+  if (r.sandwich) {
+    // Gemma's defaults (transformers' Gemma2Config / Gemma3TextConfig), the sliding window shortened
+    // so that test prompts outgrow it.
+    j["query_pre_attn_scalar"] = r.head_dim;
+    j["sliding_window"] = 32;
+    if (r.architecture == "Gemma2ForCausalLM") {
+      j["attn_logit_softcapping"] = 50.0;
+      j["final_logit_softcapping"] = 30.0;
+    } else {
+      j["attn_logit_softcapping"] = nullptr;
+      j["final_logit_softcapping"] = nullptr;
+      j["rope_local_base_freq"] = 10000.0;
+      j["sliding_window_pattern"] = 6;
+    }
+  }
+  if (r.architecture == "Phi3ForCausalLM") {
+    j["original_max_position_embeddings"] = r.max_pos;
+    j["sliding_window"] = nullptr;
+    j["pad_token_id"] = 0;  // transformers' Phi3Config defaults to 32000, outside a small vocabulary
+  }
+  if (r.architecture == "Qwen3ForCausalLM") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = r.layers;
+  }
+}
+
+// config.json's mixture-of-experts keys: Mixtral's, else Qwen3-MoE's / Qwen2-MoE's.
+void add_expert_keys(const Resolved& r, ordered_json& j) {
+  if (r.mixtral) {  // transformers' MixtralConfig keys
+    j["num_local_experts"] = r.experts;
+    j["num_experts_per_tok"] = r.top_k;
+    j["sliding_window"] = nullptr;
+    j["router_aux_loss_coef"] = 0.02;
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+  }
+  if (r.qwen_moe) {  // Qwen3MoeConfig / Qwen2MoeConfig keys
+    j["num_experts"] = r.experts;
+    j["num_experts_per_tok"] = r.top_k;
+    j["moe_intermediate_size"] = r.moe_inter;
+    if (r.qwen2_moe) j["shared_expert_intermediate_size"] = r.shared_inter;
+    j["norm_topk_prob"] = r.norm_topk_prob;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = r.mlp_only_layers;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = r.layers;
+    j["router_aux_loss_coef"] = 0.001;
+    j["output_router_logits"] = false;
+  }
 }
 
 std::string config_json(const Resolved& r) {
@@ -187,53 +261,8 @@ std::string config_json(const Resolved& r) {
   }
   j["hidden_act"] = r.gemma ? "gelu_pytorch_tanh" : "silu";
   if (r.gemma) j["hidden_activation"] = "gelu_pytorch_tanh";  // as Gemma 1.1 and later write it
-  if (r.sandwich) {
-    // Gemma's defaults (transformers' Gemma2Config / Gemma3TextConfig), the sliding window shortened
-    // so that test prompts outgrow it.
-    j["query_pre_attn_scalar"] = r.head_dim;
-    j["sliding_window"] = 32;
-    if (r.architecture == "Gemma2ForCausalLM") {
-      j["attn_logit_softcapping"] = 50.0;
-      j["final_logit_softcapping"] = 30.0;
-    } else {
-      j["attn_logit_softcapping"] = nullptr;
-      j["final_logit_softcapping"] = nullptr;
-      j["rope_local_base_freq"] = 10000.0;
-      j["sliding_window_pattern"] = 6;
-    }
-  }
-  if (r.architecture == "Phi3ForCausalLM") {
-    j["original_max_position_embeddings"] = r.max_pos;
-    j["sliding_window"] = nullptr;
-    j["pad_token_id"] = 0;  // transformers' Phi3Config defaults to 32000, outside a small vocabulary
-  }
-  if (r.architecture == "Qwen3ForCausalLM") {
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = r.layers;
-  }
-  if (r.mixtral) {  // transformers' MixtralConfig keys
-    j["num_local_experts"] = r.experts;
-    j["num_experts_per_tok"] = r.top_k;
-    j["sliding_window"] = nullptr;
-    j["router_aux_loss_coef"] = 0.02;
-    j["router_jitter_noise"] = 0.0;
-    j["output_router_logits"] = false;
-  }
-  if (r.qwen_moe) {  // Qwen3MoeConfig / Qwen2MoeConfig keys
-    j["num_experts"] = r.experts;
-    j["num_experts_per_tok"] = r.top_k;
-    j["moe_intermediate_size"] = r.moe_inter;
-    if (r.qwen2_moe) j["shared_expert_intermediate_size"] = r.shared_inter;
-    j["norm_topk_prob"] = r.norm_topk_prob;
-    j["decoder_sparse_step"] = 1;
-    j["mlp_only_layers"] = r.mlp_only_layers;
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = r.layers;
-    j["router_aux_loss_coef"] = 0.001;
-    j["output_router_logits"] = false;
-  }
+  add_family_keys(r, j);
+  add_expert_keys(r, j);
   if (r.architecture != "Qwen2ForCausalLM" && !r.mixtral && !r.qwen2_moe) j["attention_bias"] = r.attention_bias;
   j["attention_dropout"] = 0.0;
   if (r.architecture == "LlamaForCausalLM") j["mlp_bias"] = false;
