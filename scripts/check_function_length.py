@@ -12,7 +12,7 @@ Functions are found by brace matching on the text with comments, string literals
 preprocessor lines blanked out: at namespace, class or file scope, a `{` whose header (the text
 since the previous `;`, `{` or `}` at that scope) has a parenthesis and no top-level `=` opens a
 function; its lambdas and nested blocks count as part of it. Braced initializers in a
-constructor's member-initializer list are stepped over.
+constructor's member-initializer list and braced default arguments are stepped over.
 Usage: scripts/check_function_length.py [repository root] [--limit N] [--list]
        (--list prints every function over the limit, reasoned or not; the `function_length`
        test runs it without.)
@@ -159,7 +159,8 @@ def find_functions(code):
             header_start = k + 1
         elif ch == "{":
             header = code[header_start:k]
-            if in_member_initializer_list(header, code, k):
+            if header.count("(") > header.count(")") or in_member_initializer_list(header, code, k):
+                # a braced default argument, or a member's braced initializer: part of the header
                 k = matching_brace(code, k) + 1
                 continue
             close = matching_brace(code, k)

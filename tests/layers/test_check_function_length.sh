@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The function_length test: no function of src/ or kernels/ is over 80 lines without a comment
 # above it saying why it is one function, and the check itself catches a long function, accepts
-# one with a reason, and is not fooled by a long data table, braces in strings and comments, or
-# a constructor's braced member initializers.
+# one with a reason, and is not fooled by a long data table, braces in strings and comments, a
+# constructor's braced member initializers or a braced default argument.
 set -euo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 CHECK="$ROOT/scripts/check_function_length.py"
@@ -45,6 +45,13 @@ python3 "$CHECK" "$WORK" >/dev/null && { echo "FAIL: a comment that gives no rea
   echo "};"
   echo "int f() { const char* s = R\"x({{{)x\"; return s[0]; }"; } >"$WORK/src/common/a.cpp"
 python3 "$CHECK" "$WORK" >/dev/null || { echo "FAIL: a table, strings or member initializers were read as a long function"; exit 1; }
+
+# A long function whose parameter has a braced default is still found.
+{ echo "int g(std::vector<int> v = {}, int n = 0) {"
+  body 85
+  echo "}"; } >"$WORK/src/common/a.cpp"
+out=$(python3 "$CHECK" "$WORK") && { echo "FAIL: a long function with a braced default argument passed"; exit 1; }
+grep -q "^src/common/a.cpp:1: g is 87 lines" <<<"$out" || { echo "FAIL: the function was not named: $out"; exit 1; }
 
 # A __global__ kernel with launch bounds, in kernels/, is checked and named.
 { echo "__global__ void __launch_bounds__(128) my_kernel(float* x) {"
