@@ -171,6 +171,8 @@ __device__ __forceinline__ void attend(WarpQueries<kEpl>& w, float* sk, float* s
   }
 }
 
+// One function: the warps' merge (two __syncthreads, then all but the first warp of a group
+// return) must stay in the kernel body; the tile lookup, query load and write share its registers.
 // kEpl: elements of a head each lane holds (head_dim <= 32 * kEpl).
 template <typename T, typename C, int kEpl>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const T* q, const C* k_cache, const C* v_cache, T* out,

@@ -275,6 +275,7 @@ bool Renderer::contains(const Value& container, const Value& x, const SourcePos&
   fail(p, "argument of type '" + container.type_name() + "' is not iterable");
 }
 
+// One function: one branch per Jinja binary operator, a dispatch table read top to bottom.
 Value Renderer::binary(const Expr& e) {
   const std::string& op = e.name;
   if (op == "and") {

@@ -15,6 +15,7 @@ std::vector<Value> Renderer::positional(const Expr& e) {
   return out;
 }
 
+// One function: one branch per global function and method name, a dispatch table read top to bottom.
 Value Renderer::call(const Expr& e) {
   const Expr& callee = *e.a;
   if (callee.kind == Expr::Kind::Name && !lookup(callee.name)) {
@@ -156,6 +157,7 @@ const Value* Renderer::kwarg(const Expr& e, const std::string& name, std::vector
   return nullptr;
 }
 
+// One function: one branch per Jinja filter name, a dispatch table read top to bottom.
 Value Renderer::filter(const Expr& e) {
   const std::string& f = e.name;
   const Value v = eval(*e.a);

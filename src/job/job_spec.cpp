@@ -87,6 +87,7 @@ JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& 
   return parse_job(yaml_text, set_overrides, job_dir, "job.yaml");
 }
 
+// One function: the load's steps in the order its errors are reported (YAML, --set, keys, paths, shard, output).
 JobSpec parse_job(const std::string& yaml_text, const std::vector<std::string>& set_overrides,
                   const fs::path& job_dir, const std::string& source) {
   YAML::Node root;

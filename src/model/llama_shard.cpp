@@ -82,14 +82,11 @@ size_t LlamaShard::weight_bytes() const {
   return n;
 }
 
-LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const ShardPlacement& place, Backend& be,
-                            DType wt) {
-  LlamaShard s;
-  s.config = cfg;
-  s.placement = place;
-  s.weight_dtype = wt;
+namespace {
+
+// This rank's heads, FFN columns, vocabulary rows and experts (model/shard_ranges.h).
+void assign_ranges(const ModelConfig& cfg, const ShardPlacement& place, LlamaShard& s) {
   const int t = place.tensor, r = place.tp_rank;
-  const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
   s.q_head_range = balanced_split(cfg.num_heads, t, r);
   s.kv_head_range = kv_heads_of_rank(cfg, t, r);
   s.inter_range = balanced_split(cfg.intermediate_size, t, r);
@@ -102,6 +99,11 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   s.expert_range = cfg.num_experts > 0 ? experts_of_rank(cfg, place) : Range{};
   s.shared_inter_range = shared_expert_inter_of_rank(cfg, place);
   for (int i = 0; i < t; ++i) s.vocab_shard_max = std::max(s.vocab_shard_max, balanced_split(cfg.vocab_size, t, i).size());
+}
+
+// RoPE's inverse frequencies (the long factors appended when the model has them; the local
+// layers' own table when they turn at another base).
+void upload_rope_tables(const ModelConfig& cfg, Backend& be, LlamaShard& s) {
   auto upload_freqs = [&](const std::vector<double>& freqs) {
     std::vector<float> inv;
     for (double f : freqs) inv.push_back(static_cast<float>(f));
@@ -116,9 +118,13 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
   }
   s.inv_freq = upload_freqs(freqs);
   if (cfg.rope_local_theta > 0) s.inv_freq_local = upload_freqs(rope_local_inverse_frequencies(cfg));
-  WeightStaging big(w, wt, cfg.quantization), small(w, DType::F32, cfg.quantization);
+}
 
-  const int64_t V = cfg.vocab_size, I = cfg.intermediate_size;
+// The vocabulary rows of the embedding (first stage, or the last when the LM head is tied to it),
+// the LM head and the final norm (last stage).
+void load_embedding_and_head(const ModelConfig& cfg, const WeightStore& w, const ShardPlacement& place,
+                             WeightStaging& big, WeightStaging& small, Backend& be, LlamaShard& s) {
+  const int64_t V = cfg.vocab_size, H = cfg.hidden_size;
   const bool lm_head_tied = cfg.tie_word_embeddings || !w.has("lm_head.weight");
   const float norm_offset = cfg.norm_plus_one ? 1.0f : 0.0f;
   if (place.has_embedding || (place.has_lm_head && lm_head_tied)) {
@@ -133,78 +139,126 @@ LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const 
     w.expect_shape("model.norm.weight", {H});
     s.final_norm = small.all("model.norm.weight", H).plus(norm_offset).upload(be);
   }
+}
 
-  for (int64_t layer = place.layers.begin; layer < place.layers.end; ++layer) {
-    LayerShard L;
-    auto name = [&](const char* suffix) { return layer_name(layer, suffix); };
-    auto norm = [&](const char* suffix, int64_t n) {
-      w.expect_shape(name(suffix), {n});
-      return small.all(name(suffix), n).plus(norm_offset).upload(be);
-    };
-    L.input_norm = norm("input_layernorm.weight", H);
-    L.post_norm = norm("post_attention_layernorm.weight", H);
-    if (cfg.sandwich_norms) {
-      L.pre_ffn_norm = norm("pre_feedforward_layernorm.weight", H);
-      L.post_ffn_norm = norm("post_feedforward_layernorm.weight", H);
-    }
-    if (cfg.qk_norm) {
-      L.q_norm = norm("self_attn.q_norm.weight", hd);
-      L.k_norm = norm("self_attn.k_norm.weight", hd);
-    }
+// Where this rank's slice of one layer's projections lies: q and kv rows (times head_dim), FFN
+// columns, and the whole q and kv widths.
+struct LayerSlices {
+  int64_t q0, nq, k0, nk, i0, ni, Q, KV;
+};
 
-    const int64_t q0 = s.q_head_range.begin * hd, nq = s.q_heads * hd;
-    const int64_t k0 = s.kv_head_range.begin * hd, nk = s.kv_heads * hd;
-    const int64_t i0 = s.inter_range.begin, ni = s.inter;
-    const int64_t Q = cfg.num_heads * hd, KV = cfg.num_kv_heads * hd;
-    w.expect_shape(name("self_attn.o_proj.weight"), {H, Q});
-    const bool moe = cfg.is_moe_layer(layer);
-    if (!moe) w.expect_shape(name("mlp.down_proj.weight"), {H, I});
-    if (cfg.fused_projections) {  // Phi-3: [q | k | v] and [gate | up] rows in one tensor each
-      const std::string qkv = name("self_attn.qkv_proj.weight"), gu = name("mlp.gate_up_proj.weight");
-      w.expect_shape(qkv, {Q + 2 * KV, H});
-      w.expect_shape(gu, {2 * I, H});
-      L.wqkv = big.rows(qkv, q0, nq, 0, H).rows(qkv, Q + k0, nk, 0, H).rows(qkv, Q + KV + k0, nk, 0, H).upload_linear(be);
-      L.wgu = big.rows(gu, i0, ni, 0, H).rows(gu, I + i0, ni, 0, H).upload_linear(be);
-    } else {
-      w.expect_shape(name("self_attn.q_proj.weight"), {Q, H});
-      w.expect_shape(name("self_attn.k_proj.weight"), {KV, H});
-      w.expect_shape(name("self_attn.v_proj.weight"), {KV, H});
-      L.wqkv = big.rows(name("self_attn.q_proj.weight"), q0, nq, 0, H)
-                   .rows(name("self_attn.k_proj.weight"), k0, nk, 0, H)
-                   .rows(name("self_attn.v_proj.weight"), k0, nk, 0, H)
-                   .upload_linear(be);
-      if (moe) {
-        load_experts(cfg, w, layer, s.expert_range, s.expert_inter_range, s.shared_inter_range, big, be, L);
-      } else {
-        w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
-        w.expect_shape(name("mlp.up_proj.weight"), {I, H});
-        L.wgu = big.rows(name("mlp.gate_proj.weight"), i0, ni, 0, H).rows(name("mlp.up_proj.weight"), i0, ni, 0, H).upload_linear(be);
-      }
-    }
-    if (cfg.attention_bias) {
-      w.expect_shape(name("self_attn.q_proj.bias"), {Q});
-      w.expect_shape(name("self_attn.k_proj.bias"), {KV});
-      w.expect_shape(name("self_attn.v_proj.bias"), {KV});
-      L.bqkv = small.rows(name("self_attn.q_proj.bias"), 0, 1, q0, nq)
-                   .rows(name("self_attn.k_proj.bias"), 0, 1, k0, nk)
-                   .rows(name("self_attn.v_proj.bias"), 0, 1, k0, nk)
-                   .upload(be);
-    }
-    if (cfg.attention_bias && w.has(name("self_attn.o_proj.bias"))) {  // Llama's attention_bias; Qwen2 has none
-      w.expect_shape(name("self_attn.o_proj.bias"), {H});
-      L.bo = small.all(name("self_attn.o_proj.bias"), H).upload(be);
-    }
-    if (cfg.mlp_bias) {
-      w.expect_shape(name("mlp.gate_proj.bias"), {I});
-      w.expect_shape(name("mlp.up_proj.bias"), {I});
-      w.expect_shape(name("mlp.down_proj.bias"), {H});
-      L.bgu = small.rows(name("mlp.gate_proj.bias"), 0, 1, i0, ni).rows(name("mlp.up_proj.bias"), 0, 1, i0, ni).upload(be);
-      L.bdown = small.all(name("mlp.down_proj.bias"), H).upload(be);
-    }
-    L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, q0, nq).upload_linear(be);
-    if (!moe) L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, i0, ni).upload_linear(be);
-    s.layers.push_back(std::move(L));
+LayerSlices layer_slices(const ModelConfig& cfg, const LlamaShard& s) {
+  const int64_t hd = cfg.head_dim;
+  return LayerSlices{s.q_head_range.begin * hd, s.q_heads * hd,  s.kv_head_range.begin * hd, s.kv_heads * hd,
+                     s.inter_range.begin,       s.inter,         cfg.num_heads * hd,         cfg.num_kv_heads * hd};
+}
+
+// q, k, v in one column-split GEMM and gate, up in another (Phi-3: already fused in the file), or
+// the layer's experts.
+void load_qkv_and_gate_up(const ModelConfig& cfg, const WeightStore& w, int64_t layer, const LlamaShard& s,
+                            WeightStaging& big, Backend& be, LayerShard& L) {
+  auto name = [&](const char* suffix) { return layer_name(layer, suffix); };
+  const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
+  const LayerSlices c = layer_slices(cfg, s);
+  if (cfg.fused_projections) {  // Phi-3: [q | k | v] and [gate | up] rows in one tensor each
+    const std::string qkv = name("self_attn.qkv_proj.weight"), gu = name("mlp.gate_up_proj.weight");
+    w.expect_shape(qkv, {c.Q + 2 * c.KV, H});
+    w.expect_shape(gu, {2 * I, H});
+    L.wqkv = big.rows(qkv, c.q0, c.nq, 0, H).rows(qkv, c.Q + c.k0, c.nk, 0, H).rows(qkv, c.Q + c.KV + c.k0, c.nk, 0, H).upload_linear(be);
+    L.wgu = big.rows(gu, c.i0, c.ni, 0, H).rows(gu, I + c.i0, c.ni, 0, H).upload_linear(be);
+    return;
   }
+  w.expect_shape(name("self_attn.q_proj.weight"), {c.Q, H});
+  w.expect_shape(name("self_attn.k_proj.weight"), {c.KV, H});
+  w.expect_shape(name("self_attn.v_proj.weight"), {c.KV, H});
+  L.wqkv = big.rows(name("self_attn.q_proj.weight"), c.q0, c.nq, 0, H)
+               .rows(name("self_attn.k_proj.weight"), c.k0, c.nk, 0, H)
+               .rows(name("self_attn.v_proj.weight"), c.k0, c.nk, 0, H)
+               .upload_linear(be);
+  if (cfg.is_moe_layer(layer)) {
+    load_experts(cfg, w, layer, s.expert_range, s.expert_inter_range, s.shared_inter_range, big, be, L);
+  } else {
+    w.expect_shape(name("mlp.gate_proj.weight"), {I, H});
+    w.expect_shape(name("mlp.up_proj.weight"), {I, H});
+    L.wgu = big.rows(name("mlp.gate_proj.weight"), c.i0, c.ni, 0, H).rows(name("mlp.up_proj.weight"), c.i0, c.ni, 0, H).upload_linear(be);
+  }
+}
+
+// The attention and MLP biases the family has, sliced as their weights.
+void load_biases(const ModelConfig& cfg, const WeightStore& w, int64_t layer, const LlamaShard& s,
+                 WeightStaging& small, Backend& be, LayerShard& L) {
+  auto name = [&](const char* suffix) { return layer_name(layer, suffix); };
+  const int64_t H = cfg.hidden_size, I = cfg.intermediate_size;
+  const LayerSlices c = layer_slices(cfg, s);
+  if (cfg.attention_bias) {
+    w.expect_shape(name("self_attn.q_proj.bias"), {c.Q});
+    w.expect_shape(name("self_attn.k_proj.bias"), {c.KV});
+    w.expect_shape(name("self_attn.v_proj.bias"), {c.KV});
+    L.bqkv = small.rows(name("self_attn.q_proj.bias"), 0, 1, c.q0, c.nq)
+                 .rows(name("self_attn.k_proj.bias"), 0, 1, c.k0, c.nk)
+                 .rows(name("self_attn.v_proj.bias"), 0, 1, c.k0, c.nk)
+                 .upload(be);
+  }
+  if (cfg.attention_bias && w.has(name("self_attn.o_proj.bias"))) {  // Llama's attention_bias; Qwen2 has none
+    w.expect_shape(name("self_attn.o_proj.bias"), {H});
+    L.bo = small.all(name("self_attn.o_proj.bias"), H).upload(be);
+  }
+  if (cfg.mlp_bias) {
+    w.expect_shape(name("mlp.gate_proj.bias"), {I});
+    w.expect_shape(name("mlp.up_proj.bias"), {I});
+    w.expect_shape(name("mlp.down_proj.bias"), {H});
+    L.bgu = small.rows(name("mlp.gate_proj.bias"), 0, 1, c.i0, c.ni).rows(name("mlp.up_proj.bias"), 0, 1, c.i0, c.ni).upload(be);
+    L.bdown = small.all(name("mlp.down_proj.bias"), H).upload(be);
+  }
+}
+
+// One decoder layer's norms, projections and biases; shapes are checked in the same order on
+// every rank, so all ranks name the same bad tensor.
+LayerShard load_layer(const ModelConfig& cfg, const WeightStore& w, int64_t layer, const LlamaShard& s,
+                      WeightStaging& big, WeightStaging& small, Backend& be) {
+  LayerShard L;
+  const int64_t H = cfg.hidden_size, hd = cfg.head_dim, I = cfg.intermediate_size;
+  const float norm_offset = cfg.norm_plus_one ? 1.0f : 0.0f;
+  auto name = [&](const char* suffix) { return layer_name(layer, suffix); };
+  auto norm = [&](const char* suffix, int64_t n) {
+    w.expect_shape(name(suffix), {n});
+    return small.all(name(suffix), n).plus(norm_offset).upload(be);
+  };
+  L.input_norm = norm("input_layernorm.weight", H);
+  L.post_norm = norm("post_attention_layernorm.weight", H);
+  if (cfg.sandwich_norms) {
+    L.pre_ffn_norm = norm("pre_feedforward_layernorm.weight", H);
+    L.post_ffn_norm = norm("post_feedforward_layernorm.weight", H);
+  }
+  if (cfg.qk_norm) {
+    L.q_norm = norm("self_attn.q_norm.weight", hd);
+    L.k_norm = norm("self_attn.k_norm.weight", hd);
+  }
+  const LayerSlices c = layer_slices(cfg, s);
+  w.expect_shape(name("self_attn.o_proj.weight"), {H, c.Q});
+  const bool moe = cfg.is_moe_layer(layer);
+  if (!moe) w.expect_shape(name("mlp.down_proj.weight"), {H, I});
+  load_qkv_and_gate_up(cfg, w, layer, s, big, be, L);
+  load_biases(cfg, w, layer, s, small, be, L);
+  L.wo = big.rows(name("self_attn.o_proj.weight"), 0, H, c.q0, c.nq).upload_linear(be);
+  if (!moe) L.wdown = big.rows(name("mlp.down_proj.weight"), 0, H, c.i0, c.ni).upload_linear(be);
+  return L;
+}
+
+}  // namespace
+
+LlamaShard load_llama_shard(const ModelConfig& cfg, const WeightStore& w, const ShardPlacement& place, Backend& be,
+                            DType wt) {
+  LlamaShard s;
+  s.config = cfg;
+  s.placement = place;
+  s.weight_dtype = wt;
+  assign_ranges(cfg, place, s);
+  upload_rope_tables(cfg, be, s);
+  WeightStaging big(w, wt, cfg.quantization), small(w, DType::F32, cfg.quantization);
+  load_embedding_and_head(cfg, w, place, big, small, be, s);
+  for (int64_t layer = place.layers.begin; layer < place.layers.end; ++layer)
+    s.layers.push_back(load_layer(cfg, w, layer, s, big, small, be));
   return s;
 }
 

@@ -250,11 +250,37 @@ void ModelRunner::draw_pass(const StepInputs& in, int64_t p0, int64_t n, BufferV
   }
 }
 
+namespace {
+
+// Each of a pass's n rows from the shards' statistics (all: [tp][n], in vocabulary order): the
+// global argmax (the first maximum is the lowest id), the maximum, log Σexp and the target logit.
+void combine_logit_stats(const std::vector<LogitStats>& all, int64_t n, int tp, LogitResult* results) {
+  for (int64_t i = 0; i < n; ++i) {
+    LogitResult& res = results[i];
+    float mx = -std::numeric_limits<float>::infinity();
+    int32_t arg = 0;
+    float target = std::numeric_limits<float>::quiet_NaN();
+    for (int r = 0; r < tp; ++r) {  // shards are in vocabulary order: the first maximum is the lowest id
+      const LogitStats& st = all[r * n + i];
+      if (st.max_logit > mx) mx = st.max_logit, arg = st.argmax;
+      if (!std::isnan(st.target_logit)) target = st.target_logit;
+    }
+    double z = 0.0;
+    for (int r = 0; r < tp; ++r) z += all[r * n + i].sum_exp * std::exp(static_cast<double>(all[r * n + i].max_logit) - mx);
+    res.argmax = arg;
+    res.max_logit = mx;
+    res.log_z = static_cast<float>(mx + std::log(z));
+    res.target_logit = target;
+  }
+}
+
+}  // namespace
+
 void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
                                  std::vector<float>& full_logits) {
   const ModelConfig& c = shard_.config;
   const int64_t H = c.hidden_size, V = c.vocab_size;
-  const int64_t v0 = shard_.vocab_range.begin, vn = shard_.vocab_range.size(), vmax = shard_.vocab_shard_max;
+  const int64_t v0 = shard_.vocab_range.begin, vn = shard_.vocab_range.size();
   const int tp = tp_.size();
   const int64_t n_req = static_cast<int64_t>(in.logits.size());
   results.assign(n_req, LogitResult{});
@@ -264,8 +290,6 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
   int64_t full_done = 0;
 
   std::vector<LogitStats> all;
-  std::vector<int64_t> full_rows;
-  std::vector<float> gathered;
   for (int64_t p0 = 0; p0 < n_req; p0 += kLogitRowsPerPass) {
     const int64_t n = std::min(kLogitRowsPerPass, n_req - p0);
     const size_t un = static_cast<size_t>(n);
@@ -282,59 +306,43 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
     tp_.allgather(stats, all_stats, un * sizeof(LogitStats));
     all.resize(un * tp);
     be_.download(all_stats, all.data(), all.size() * sizeof(LogitStats));
-    for (int64_t i = 0; i < n; ++i) {
-      LogitResult& res = results[p0 + i];
-      float mx = -std::numeric_limits<float>::infinity();
-      int32_t arg = 0;
-      float target = std::numeric_limits<float>::quiet_NaN();
-      for (int r = 0; r < tp; ++r) {  // shards are in vocabulary order: the first maximum is the lowest id
-        const LogitStats& st = all[r * n + i];
-        if (st.max_logit > mx) mx = st.max_logit, arg = st.argmax;
-        if (!std::isnan(st.target_logit)) target = st.target_logit;
-      }
-      double z = 0.0;
-      for (int r = 0; r < tp; ++r) z += all[r * n + i].sum_exp * std::exp(static_cast<double>(all[r * n + i].max_logit) - mx);
-      res.argmax = arg;
-      res.max_logit = mx;
-      res.log_z = static_cast<float>(mx + std::log(z));
-      res.target_logit = target;
-    }
-
+    combine_logit_stats(all, n, tp, results.data() + p0);
     draw_pass(in, p0, n, logits, results);
-
-    // Sampling rows: gather their full logits (padded shards), only when asked.
-    full_rows.clear();
-    for (int64_t i = 0; i < n; ++i)
-      if (in.logits[p0 + i].full) full_rows.push_back(i);
-    const int64_t nf = static_cast<int64_t>(full_rows.size());
-    if (nf == 0) continue;
-    if (tp == 1) {  // the rows are whole already: one copy each (a sampled step's 64 x 128k rows: 32 MiB)
-      float* dst = full_logits.data() + full_done * V;
-      if (nf == n) {
-        be_.download(logits, dst, static_cast<size_t>(n * V) * sizeof(float));
-      } else {
-        BufferView picked = scratch(pad_, static_cast<size_t>(nf * V), DType::F32);
-        be_.copy_rows(logits, vn, full_rows, vn, picked, V);
-        be_.download(picked, dst, static_cast<size_t>(nf * V) * sizeof(float));
-      }
-      full_done += nf;
-      continue;
-    }
-    BufferView pad = scratch(pad_, static_cast<size_t>(nf * vmax), DType::F32);
-    BufferView gath = scratch(gathered_, static_cast<size_t>(nf * vmax * tp), DType::F32);
-    be_.copy_rows(logits, vn, full_rows, vn, pad, vmax);
-    tp_.allgather(pad, gath, static_cast<size_t>(nf * vmax) * sizeof(float));
-    gathered.resize(static_cast<size_t>(nf * vmax * tp));
-    be_.download(gath, gathered.data(), gathered.size() * sizeof(float));
-    for (int64_t f = 0; f < nf; ++f) {
-      float* dst = full_logits.data() + (full_done + f) * V;
-      for (int r = 0; r < tp; ++r) {
-        const Range vr = balanced_split(V, tp, r);
-        std::copy_n(gathered.data() + (r * nf + f) * vmax, vr.size(), dst + vr.begin);
-      }
-    }
-    full_done += nf;
+    full_done += gather_full_logits(in, p0, n, logits, full_logits.data() + full_done * V);
   }
+}
+
+// Sampling rows: gather their full logits (padded shards), only when asked.
+int64_t ModelRunner::gather_full_logits(const StepInputs& in, int64_t p0, int64_t n, BufferView logits, float* dst) {
+  const int64_t V = shard_.config.vocab_size, vn = shard_.vocab_range.size(), vmax = shard_.vocab_shard_max;
+  const int tp = tp_.size();
+  full_rows_.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (in.logits[p0 + i].full) full_rows_.push_back(i);
+  const int64_t nf = static_cast<int64_t>(full_rows_.size());
+  if (nf == 0) return 0;
+  if (tp == 1) {  // the rows are whole already: one copy each (a sampled step's 64 x 128k rows: 32 MiB)
+    if (nf == n) {
+      be_.download(logits, dst, static_cast<size_t>(n * V) * sizeof(float));
+    } else {
+      BufferView picked = scratch(pad_, static_cast<size_t>(nf * V), DType::F32);
+      be_.copy_rows(logits, vn, full_rows_, vn, picked, V);
+      be_.download(picked, dst, static_cast<size_t>(nf * V) * sizeof(float));
+    }
+    return nf;
+  }
+  BufferView pad = scratch(pad_, static_cast<size_t>(nf * vmax), DType::F32);
+  BufferView gath = scratch(gathered_, static_cast<size_t>(nf * vmax * tp), DType::F32);
+  be_.copy_rows(logits, vn, full_rows_, vn, pad, vmax);
+  tp_.allgather(pad, gath, static_cast<size_t>(nf * vmax) * sizeof(float));
+  gathered_host_.resize(static_cast<size_t>(nf * vmax * tp));
+  be_.download(gath, gathered_host_.data(), gathered_host_.size() * sizeof(float));
+  for (int64_t f = 0; f < nf; ++f)
+    for (int r = 0; r < tp; ++r) {
+      const Range vr = balanced_split(V, tp, r);
+      std::copy_n(gathered_host_.data() + (r * nf + f) * vmax, vr.size(), dst + f * V + vr.begin);
+    }
+  return nf;
 }
 
 }  // namespace tpbatch

@@ -55,6 +55,9 @@ class ModelRunner {
   // The step's rope_tables: one a row (or none), each a table the shard's frequencies hold.
   void check_rope_tables(const StepInputs& inputs) const;
   void draw_pass(const StepInputs& inputs, int64_t p0, int64_t n, BufferView logits, std::vector<LogitResult>& results);
+  // The full logits of the pass's rows that ask for them, whole rows at dst (the TP shards
+  // gathered); returns how many rows it wrote.
+  int64_t gather_full_logits(const StepInputs& inputs, int64_t p0, int64_t n, BufferView logits, float* dst);
   BufferView scratch(Buffer& b, size_t count, DType dtype);
 
   LlamaShard shard_;
@@ -76,6 +79,8 @@ class ModelRunner {
   std::vector<DrawParams> draw_params_;
   std::vector<float> draw_max_;
   std::vector<DrawnToken> drawn_;
+  std::vector<int64_t> full_rows_;     // this pass's rows (of its logits buffer) whose full logits are wanted
+  std::vector<float> gathered_host_;   // their shards, gathered
   std::vector<uint16_t> embed_host16_;
   std::vector<float> embed_host_;
   MoeBlock moe_;  // mixture-of-experts layers' scratch (Mixtral, Qwen3-MoE)

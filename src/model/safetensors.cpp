@@ -51,6 +51,7 @@ bool parse_dtype(const std::string& s, DType& out) {
 
 }  // namespace
 
+// One function: the header's checks in the format's order (length, JSON, each entry, overlaps), each naming the tensor.
 std::vector<TensorInfo> parse_safetensors_header(const std::byte* data, size_t file_size, const std::string& label) {
   if (file_size < 8)
     throw Error(label + ": not a safetensors file: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");

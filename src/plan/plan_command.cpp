@@ -245,9 +245,10 @@ void print_plan_text(const Plan& plan, const ModelConfig& config, const std::str
     out << "recommended for latency:    none (no layout fits)\n";
 }
 
-int run_plan(const PlanOptions& o, std::ostream& out) {
-  // An unknown preset is named before anything else is read.
-  const HardwarePreset* preset = o.preset.empty() ? nullptr : &hardware_preset(o.preset);
+namespace {
+
+// Flags that cannot be right are named before anything is read.
+void check_plan_flags(const PlanOptions& o) {
   if (o.world_size < 0) throw JobError("--world-size must be at least 1");
   if (o.ranks_per_node < 0) throw JobError("--ranks-per-node must be at least 1");
   if (o.device_memory_gib < 0 || !std::isfinite(o.device_memory_gib))
@@ -257,53 +258,58 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     throw JobError("--bandwidth-gbs must be positive and --alpha-us non-negative");
   if (o.internode_gbs == 0 || !std::isfinite(o.internode_gbs) || !std::isfinite(o.internode_alpha_us))
     throw JobError("--internode-gbs must be positive and --internode-alpha-us non-negative");
+}
 
-  // A plan needs the model's config.json only (docs/plan.md), not the input: the job is loaded with
-  // input.path pointing at a file that exists (the job file itself), which plan never reads.
+// A plan needs the model's config.json only (docs/plan.md), not the input: the job is loaded with
+// input.path pointing at a file that exists (the job file itself), which plan never reads.
+JobSpec load_job_for_plan(const PlanOptions& o) {
   std::vector<std::string> sets = o.sets;
   std::error_code ec;
   const std::filesystem::path job_file = std::filesystem::absolute(o.job_path, ec);
   if (!ec && std::filesystem::is_regular_file(job_file, ec)) sets.push_back("input.path=" + job_file.string());
-  const JobSpec job = load_job(o.job_path, sets);
-  const ModelConfig cfg = load_model_config(job.model);
-  if (const std::string p = expert_split_problem(cfg, job.parallel.experts, 1); !p.empty()) throw JobError(p);
+  return load_job(o.job_path, sets);
+}
 
-  // The preset `cpu` measures this machine; an accelerator's preset gives the figures a flag does
-  // not (flag > measured > preset > default, each figure on its own).
-  const std::string device = plan_device(o, job, preset);
-  const HardwarePreset* figures = preset && !preset->measure_this_machine && device == "cuda" ? preset : nullptr;
-  SpeedRequest speed_request = o.speed;
-  speed_request.calibrate = o.speed.calibrate || (preset && preset->measure_this_machine);
-  speed_request.preset = figures;
+// Tokens a row holds: --row-tokens, else a 1024-token prompt and the job's new tokens.
+int64_t plan_row_tokens(const PlanOptions& o, const JobSpec& job, const ModelConfig& cfg) {
+  return o.row_tokens > 0 ? o.row_tokens
+                          : std::min<int64_t>(cfg.max_position_embeddings, 1024 + job.sampling.max_new_tokens);
+}
 
-  // --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
-  // 0 goes on (and measures memory and GEMM alone, the others idle).
-  // The GEMMs at the weights' dtype and the attention at the cache's, the row shape the speed
-  // report will use, and the threads a run's rank gets (engine.threads, else topology/cpu_share.h's).
+// --calibrate measures first: under mpirun every rank takes part in the allreduce, then only rank
+// 0 goes on (and measures memory and GEMM alone, the others idle).
+// The GEMMs at the weights' dtype and the attention at the cache's, the row shape the speed
+// report will use, and the threads a run's rank gets (engine.threads, else topology/cpu_share.h's).
+Calibration calibrate_for_plan(const PlanOptions& o, const JobSpec& job, const ModelConfig& cfg) {
+  CalibrationRequest req;
+  req.memory = o.speed.memory_gbs <= 0;
+  req.gemm = o.speed.gemm_tflops <= 0;
+  req.threads = static_cast<int>(job.engine.threads);
+  const RunDtypes dtypes = plan_dtypes(job, cfg, "cpu");  // calibration measures this machine's CPU
+  req.weight = dtypes.weights;
+  req.kv = dtypes.kv_cache;
+  req.new_tokens = o.speed.new_tokens > 0 ? o.speed.new_tokens : std::max<int64_t>(1, job.sampling.max_new_tokens);
+  req.prompt_tokens = o.speed.prompt_tokens > 0 ? o.speed.prompt_tokens
+                                                : std::max<int64_t>(1, plan_row_tokens(o, job, cfg) - req.new_tokens);
+  req.rows = o.speed.rows > 0 ? o.speed.rows : job.engine.max_seqs;
+  return calibrate_machine(cfg, req);
+}
+
+// Where the figures of a plan come from: the preset named, the one whose figures apply (an
+// accelerator's, on cuda), the device planned for, and what --calibrate measured.
+struct PlanSources {
+  const HardwarePreset* preset = nullptr;
+  const HardwarePreset* figures = nullptr;
+  std::string device;
   std::optional<Calibration> calibration;
-  if (speed_request.calibrate) {
-    CalibrationRequest req;
-    req.memory = o.speed.memory_gbs <= 0;
-    req.gemm = o.speed.gemm_tflops <= 0;
-    req.threads = static_cast<int>(job.engine.threads);
-    const RunDtypes dtypes = plan_dtypes(job, cfg, "cpu");  // calibration measures this machine's CPU
-    req.weight = dtypes.weights;
-    req.kv = dtypes.kv_cache;
-    req.new_tokens = o.speed.new_tokens > 0 ? o.speed.new_tokens : std::max<int64_t>(1, job.sampling.max_new_tokens);
-    const int64_t row_tokens = o.row_tokens > 0 ? o.row_tokens
-                                                : std::min<int64_t>(cfg.max_position_embeddings,
-                                                                    1024 + job.sampling.max_new_tokens);
-    req.prompt_tokens =
-        o.speed.prompt_tokens > 0 ? o.speed.prompt_tokens : std::max<int64_t>(1, row_tokens - req.new_tokens);
-    req.rows = o.speed.rows > 0 ? o.speed.rows : job.engine.max_seqs;
-    calibration = calibrate_machine(cfg, req);
-    if (calibration->mpi_rank != 0) return kExitOk;
-  }
-  const bool alpha_measured = o.alpha_us < 0 && calibration && calibration->allreduce_measured;
-  const bool beta_measured = o.bandwidth_gbs <= 0 && calibration && calibration->allreduce_measured;
+  bool alpha_measured = false, beta_measured = false;
+};
 
+// The layout search's inputs: the flags first, then the job, the measurements and the presets.
+PlanInputs plan_inputs(const PlanOptions& o, const JobSpec& job, const ModelConfig& cfg, const PlanSources& src) {
+  const HardwarePreset* figures = src.figures;
   PlanInputs in;
-  in.preset = preset ? preset->name : "";
+  in.preset = src.preset ? src.preset->name : "";
   in.world_size = o.world_size > 0 ? o.world_size : static_cast<int>(job.parallel.tensor * job.parallel.pipeline);
   in.ranks_per_node = o.ranks_per_node > 0                 ? o.ranks_per_node
                       : job.parallel.ranks_per_node > 0    ? static_cast<int>(job.parallel.ranks_per_node)
@@ -311,14 +317,14 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
                                                               : in.world_size;
   const double device_memory_gib =
       o.device_memory_gib > 0 ? o.device_memory_gib : figures ? figures->device_memory_gib() : 0.0;
-  if (device == "cuda" && device_memory_gib <= 0)
+  if (src.device == "cuda" && device_memory_gib <= 0)
     throw JobError("planning for device cuda needs --device-memory GiB (the memory of one GPU) or --preset " +
                    hardware_preset_names("|"));
-  const RunDtypes dtypes = plan_dtypes(job, cfg, device);
+  const RunDtypes dtypes = plan_dtypes(job, cfg, src.device);
   in.weight_dtype = dtypes.weights;
   in.kv_dtype = dtypes.kv_cache;
   in.activation_dtype = dtypes.activations;
-  in.accelerator = device == "cuda";
+  in.accelerator = src.device == "cuda";
   if (device_memory_gib > 0) {
     in.device_memory_bytes = static_cast<int64_t>(std::llround(device_memory_gib * kGiB));
   } else {
@@ -329,19 +335,49 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   in.max_batch_tokens = job.engine.max_batch_tokens;
   in.max_seqs = job.engine.max_seqs;
   in.experts = job.parallel.experts;
-  in.row_tokens = o.row_tokens > 0
-                      ? o.row_tokens
-                      : std::min<int64_t>(cfg.max_position_embeddings, 1024 + job.sampling.max_new_tokens);
+  in.row_tokens = plan_row_tokens(o, job, cfg);
   // The collectives' figures: a flag's, else measured (below), else the preset's, else on an
   // accelerator the default preset's, else the CPU defaults.
   const HardwarePreset* rates = figures ? figures : in.accelerator ? &default_accelerator_preset() : nullptr;
   in.alpha_us = o.alpha_us >= 0 ? o.alpha_us : rates ? rates->nvlink_alpha_us : kCpuAlphaUs;
   in.bandwidth_gbs = o.bandwidth_gbs > 0 ? o.bandwidth_gbs : rates ? rates->allreduce_gbs() : kCpuBusBandwidthGBs;
-  if (alpha_measured)
+  const std::optional<Calibration>& calibration = src.calibration;
+  if (src.alpha_measured)
     in.alpha_us = calibration->synced_alpha_us > 0 ? calibration->synced_alpha_us : calibration->alpha_us;
-  if (beta_measured) in.bandwidth_gbs = calibration->allreduce_gbs;
+  if (src.beta_measured) in.bandwidth_gbs = calibration->allreduce_gbs;
   in.internode_alpha_us = o.internode_alpha_us >= 0 ? o.internode_alpha_us : rates ? rates->internode_alpha_us : 0.0;
   in.internode_gbs = o.internode_gbs > 0 ? o.internode_gbs : rates ? rates->internode_gbs() : 0.0;
+  return in;
+}
+
+}  // namespace
+
+int run_plan(const PlanOptions& o, std::ostream& out) {
+  PlanSources src;
+  // An unknown preset is named before anything else is read.
+  src.preset = o.preset.empty() ? nullptr : &hardware_preset(o.preset);
+  check_plan_flags(o);
+  const JobSpec job = load_job_for_plan(o);
+  const ModelConfig cfg = load_model_config(job.model);
+  if (const std::string p = expert_split_problem(cfg, job.parallel.experts, 1); !p.empty()) throw JobError(p);
+
+  // The preset `cpu` measures this machine; an accelerator's preset gives the figures a flag does
+  // not (flag > measured > preset > default, each figure on its own).
+  src.device = plan_device(o, job, src.preset);
+  src.figures = src.preset && !src.preset->measure_this_machine && src.device == "cuda" ? src.preset : nullptr;
+  SpeedRequest speed_request = o.speed;
+  speed_request.calibrate = o.speed.calibrate || (src.preset && src.preset->measure_this_machine);
+  speed_request.preset = src.figures;
+  if (speed_request.calibrate) {
+    src.calibration = calibrate_for_plan(o, job, cfg);
+    if (src.calibration->mpi_rank != 0) return kExitOk;
+  }
+  const std::optional<Calibration>& calibration = src.calibration;
+  const HardwarePreset* figures = src.figures;
+  src.alpha_measured = o.alpha_us < 0 && calibration && calibration->allreduce_measured;
+  src.beta_measured = o.bandwidth_gbs <= 0 && calibration && calibration->allreduce_measured;
+  const bool alpha_measured = src.alpha_measured, beta_measured = src.beta_measured;
+  const PlanInputs in = plan_inputs(o, job, cfg, src);
 
   Plan plan = make_plan(cfg, in);
   const std::string weights = dtype_word(in.weight_dtype);

@@ -40,14 +40,11 @@ std::vector<GemmRate> parse_gemm_rates(const std::string& text) {
   return out;
 }
 
-SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibration>& cal,
-                              const std::string& allreduce_source, const Plan& plan, const ModelConfig& config,
-                              int64_t max_new_tokens) {
-  if (r.prompt_tokens < 0 || r.new_tokens < 0 || r.rows < 0)
-    throw JobError("--prompt-tokens, --new-tokens and --rows must be at least 1");
-  const PlanInputs& in = plan.inputs;
-  SpeedReport rep;
-  rep.calibration = cal;
+namespace {
+
+// The node's memory and GEMM rates, its attention rates and overheads, and where each comes from.
+void pick_node_figures(const SpeedRequest& r, const std::optional<Calibration>& cal, const PlanInputs& in,
+                       SpeedReport& rep) {
   // A flag, else the measurement, else the preset's figure, else the default.
   auto pick = [&](double flag, double measured, double preset, double fallback, std::string& source) {
     if (flag > 0) { source = "given"; return flag; }
@@ -97,13 +94,11 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
       pick_pair(r.layer_overhead_us, r.logits_overhead_us, own_measured && cal->layer_overhead_us > 0,
            own_measured ? cal->layer_overhead_us : 0.0, own_measured ? cal->logits_overhead_us : 0.0,
            rep.node.layer_overhead_us, rep.node.logits_overhead_us);
-  rep.node.alpha_us = in.alpha_us;
-  rep.node.allreduce_gbs = in.bandwidth_gbs;
-  rep.node.internode_alpha_us = in.internode_alpha_us;
-  rep.node.internode_gbs = in.internode_gbs;
-  rep.node.ranks_per_node = in.ranks_per_node;
-  rep.allreduce_source = allreduce_source;
-  rep.rank = rep.node;
+}
+
+// One rank's share of the node, and how much faster a phase runs while some ranks wait.
+void share_node_among_ranks(const SpeedRequest& r, const std::optional<Calibration>& cal, const PlanInputs& in,
+                            SpeedReport& rep) {
   // CPU ranks of one node share its memory bandwidth and cores; an accelerator is one rank's own.
   rep.ranks_sharing = in.accelerator ? 1 : std::max(1, std::min(in.ranks_per_node, in.world_size));
   rep.rank.memory_gbs /= rep.ranks_sharing;
@@ -120,6 +115,27 @@ SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibra
   else if (!in.accelerator && cal && rep.ranks_sharing >= in.world_size)
     rep.rank.oversubscription =
         std::max(1.0, static_cast<double>(rep.ranks_sharing) * cal->gemm_threads / std::max(1, cal->cores));
+}
+
+}  // namespace
+
+SpeedReport make_speed_report(const SpeedRequest& r, const std::optional<Calibration>& cal,
+                              const std::string& allreduce_source, const Plan& plan, const ModelConfig& config,
+                              int64_t max_new_tokens) {
+  if (r.prompt_tokens < 0 || r.new_tokens < 0 || r.rows < 0)
+    throw JobError("--prompt-tokens, --new-tokens and --rows must be at least 1");
+  const PlanInputs& in = plan.inputs;
+  SpeedReport rep;
+  rep.calibration = cal;
+  pick_node_figures(r, cal, in, rep);
+  rep.node.alpha_us = in.alpha_us;
+  rep.node.allreduce_gbs = in.bandwidth_gbs;
+  rep.node.internode_alpha_us = in.internode_alpha_us;
+  rep.node.internode_gbs = in.internode_gbs;
+  rep.node.ranks_per_node = in.ranks_per_node;
+  rep.allreduce_source = allreduce_source;
+  rep.rank = rep.node;
+  share_node_among_ranks(r, cal, in, rep);
 
   const int64_t new_tokens = r.new_tokens > 0 ? r.new_tokens : std::max<int64_t>(1, max_new_tokens);
   const int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : std::max<int64_t>(1, in.row_tokens - new_tokens);

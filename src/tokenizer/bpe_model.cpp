@@ -6,6 +6,12 @@
 
 namespace tpbatch::tok {
 
+std::optional<int32_t> BpeModel::id_of(const std::string& token) const {
+  auto f = vocab_.find(token);
+  if (f == vocab_.end()) return std::nullopt;
+  return f->second;
+}
+
 BpeModel BpeModel::from_json(const Json& model, const JsonPath& at) {
   BpeModel m;
   const Json& vocab = require(model, "vocab", at);
@@ -17,14 +23,9 @@ BpeModel BpeModel::from_json(const Json& model, const JsonPath& at) {
     if (id < 0 || id > kMaxTokenId) vat.fail("token \"" + it.key() + "\" has id " + std::to_string(id) + " out of range");
     m.vocab_[it.key()] = static_cast<int32_t>(id);
   }
-  auto lookup = [&](const std::string& tok) -> std::optional<int32_t> {
-    auto f = m.vocab_.find(tok);
-    if (f == m.vocab_.end()) return std::nullopt;
-    return f->second;
-  };
 
   if (auto unk = opt_string(model, "unk_token", at)) {
-    m.unk_id_ = lookup(*unk);
+    m.unk_id_ = m.id_of(*unk);
     if (!m.unk_id_) at.child("unk_token").fail("\"" + *unk + "\" is not in vocab");
   }
   m.continuing_subword_prefix_ = opt_string(model, "continuing_subword_prefix", at).value_or("");
@@ -39,56 +40,58 @@ BpeModel BpeModel::from_json(const Json& model, const JsonPath& at) {
     code.push_back(hex[b >> 4]);
     code.push_back(hex[b & 15]);
     code.push_back('>');
-    m.byte_ids_[b] = lookup(code).value_or(-1);
+    m.byte_ids_[b] = m.id_of(code).value_or(-1);
   }
+  m.read_merges(model, at);
+  m.split_before_metaspace_ = m.metaspace_never_merged_across();
+  return m;
+}
 
+void BpeModel::read_merges(const Json& model, const JsonPath& at) {
   const JsonPath mat = at.child("merges");
   const Json* merges = member(model, "merges", at);
-  if (merges) {
-    if (!merges->is_array()) mat.fail("must be an array");
-    m.merges_.reserve(merges->size() * 2);
-    const size_t prefix_len = m.continuing_subword_prefix_.size();
-    for (size_t i = 0; i < merges->size(); ++i) {
-      const Json& e = (*merges)[i];
-      const JsonPath eat = {at.label, "merges[" + std::to_string(i) + "]"};
-      std::string a, b;
-      if (e.is_string()) {
-        const std::string s = e.get<std::string>();
-        size_t sp = s.find(' ');
-        if (sp == std::string::npos) eat.fail("\"" + s + "\" is not two tokens separated by a space");
-        a = s.substr(0, sp);
-        b = s.substr(sp + 1);
-      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        a = e[0].get<std::string>();
-        b = e[1].get<std::string>();
-      } else {
-        eat.fail("must be a string \"a b\" or a pair [\"a\", \"b\"]");
-      }
-      auto ia = lookup(a);
-      if (!ia) eat.fail("names token \"" + a + "\" not in vocab");
-      auto ib = lookup(b);
-      if (!ib) eat.fail("names token \"" + b + "\" not in vocab");
-      std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : std::string());
-      auto in = lookup(merged);
-      if (!in) eat.fail("makes token \"" + merged + "\" not in vocab");
-      m.merges_[pair_key(*ia, *ib)] = MergeValue{static_cast<int32_t>(i), *in};
+  if (!merges) return;
+  if (!merges->is_array()) mat.fail("must be an array");
+  merges_.reserve(merges->size() * 2);
+  const size_t prefix_len = continuing_subword_prefix_.size();
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const Json& e = (*merges)[i];
+    const JsonPath eat = {at.label, "merges[" + std::to_string(i) + "]"};
+    std::string a, b;
+    if (e.is_string()) {
+      const std::string s = e.get<std::string>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos) eat.fail("\"" + s + "\" is not two tokens separated by a space");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      a = e[0].get<std::string>();
+      b = e[1].get<std::string>();
+    } else {
+      eat.fail("must be a string \"a b\" or a pair [\"a\", \"b\"]");
     }
+    auto ia = id_of(a);
+    if (!ia) eat.fail("names token \"" + a + "\" not in vocab");
+    auto ib = id_of(b);
+    if (!ib) eat.fail("names token \"" + b + "\" not in vocab");
+    std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : std::string());
+    auto in = id_of(merged);
+    if (!in) eat.fail("makes token \"" + merged + "\" not in vocab");
+    merges_[pair_key(*ia, *ib)] = MergeValue{static_cast<int32_t>(i), *in};
   }
-  // Can a word be cut before a "▁" that follows another character? Only if no merge can
-  // ever join across that point: no token has the metaspace right after a different character.
+}
+
+// Can a word be cut before a "▁" that follows another character? Only if no merge can
+// ever join across that point: no token has the metaspace right after a different character.
+bool BpeModel::metaspace_never_merged_across() const {
   static constexpr std::string_view kMeta = "\xE2\x96\x81";
-  m.split_before_metaspace_ = !m.ignore_merges_ && m.continuing_subword_prefix_.empty() &&
-                              m.end_of_word_suffix_.empty() && m.vocab_.count(kMeta) > 0;
-  for (auto it = m.vocab_.begin(); m.split_before_metaspace_ && it != m.vocab_.end(); ++it) {
-    const std::string& t = it->first;
-    for (size_t pos = t.find(kMeta, 1); pos != std::string::npos; pos = t.find(kMeta, pos + 1)) {
-      if (pos < kMeta.size() || t.compare(pos - kMeta.size(), kMeta.size(), kMeta) != 0) {
-        m.split_before_metaspace_ = false;
-        break;
-      }
-    }
-  }
-  return m;
+  if (ignore_merges_ || !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty() ||
+      vocab_.count(kMeta) == 0)
+    return false;
+  for (const auto& [t, id] : vocab_)
+    for (size_t pos = t.find(kMeta, 1); pos != std::string::npos; pos = t.find(kMeta, pos + 1))
+      if (pos < kMeta.size() || t.compare(pos - kMeta.size(), kMeta.size(), kMeta) != 0) return false;
+  return true;
 }
 
 std::vector<std::string_view> BpeModel::independent_parts(std::string_view word) const {
@@ -118,19 +121,22 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
     }
   }
 
-  struct Symbol {
-    int32_t id;
-    int32_t prev, next;
-    bool alive;
-  };
+  std::vector<Symbol> sym = initial_symbols(word);
+  if (sym.empty()) return;
+  merge_all(sym);
+  for (const Symbol& s : sym)
+    if (s.alive) out.push_back(s.id);
+}
+
+// HF merge_word: each character (with the continuing-subword prefix and end-of-word suffix) is
+// its token, else its bytes' tokens (byte fallback), else unk (runs of unk fused with fuse_unk).
+std::vector<BpeModel::Symbol> BpeModel::initial_symbols(std::string_view word) const {
   std::vector<Symbol> sym;
   sym.reserve(word.size());
   auto add = [&](int32_t id) {
     const int32_t n = static_cast<int32_t>(sym.size());
     sym.push_back({id, n - 1, n + 1, true});
   };
-
-  // 1. characters -> initial symbols (HF merge_word).
   int32_t pending_unk = -1;  // an unk not yet added (fuse_unk grows it)
   std::string buf;
   for (size_t i = 0; i < word.size();) {
@@ -169,10 +175,11 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
     }
   }
   if (pending_unk >= 0) add(pending_unk);
-  if (sym.empty()) return;
-  sym.back().next = -1;
+  if (!sym.empty()) sym.back().next = -1;
+  return sym;
+}
 
-  // 2. merges, lowest rank first, then leftmost (HF Word::merge_all).
+void BpeModel::merge_all(std::vector<Symbol>& sym) const {
   struct Item {
     int32_t rank, pos, new_id;
     bool operator<(const Item& o) const {  // priority_queue pops the largest: invert
@@ -207,8 +214,6 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
     if (cur.next >= 0)
       if (const MergeValue* nm = find_merge(cur.id, sym[cur.next].id)) queue.push({nm->rank, top.pos, nm->new_id});
   }
-  for (const Symbol& s : sym)
-    if (s.alive) out.push_back(s.id);
 }
 
 }  // namespace tpbatch::tok

@@ -37,6 +37,21 @@ class BpeModel {
   static uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
+  // A symbol of the word being merged: a token id in a doubly linked list (-1: no neighbour).
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;
+    bool alive;
+  };
+  std::optional<int32_t> id_of(const std::string& token) const;
+  // from_json's "merges": each "a b" (or ["a", "b"]) with its rank and the token it makes.
+  void read_merges(const Json& model, const JsonPath& at);
+  // Whether independent_parts may cut before a "▁" (see there).
+  bool metaspace_never_merged_across() const;
+  // tokenize, step 1: the word's characters as symbols (with byte fallback and unk), linked.
+  std::vector<Symbol> initial_symbols(std::string_view word) const;
+  // tokenize, step 2: merges, lowest rank first, then leftmost (HF Word::merge_all).
+  void merge_all(std::vector<Symbol>& sym) const;
 
   Vocab vocab_;
   std::unordered_map<uint64_t, MergeValue> merges_;

@@ -19,175 +19,16 @@
 #include "tools/fp8_quantizer.h"
 #include "tools/int4_quantizer.h"
 #include "tools/make_tokenizer.h"
+#include "tools/resolved_model.h"
 
 namespace tpbatch {
 namespace {
 
 using nlohmann::ordered_json;
 
-struct Resolved {
-  std::string architecture, model_type;
-  int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0, max_pos = 0;
-  bool tied = false, attention_bias = false;
-  bool qk_norm = false, fused = false, gemma = false, sandwich = false;  // Qwen3 / Gemma 3; Phi-3; Gemma; Gemma 2 / 3
-  bool mixtral = false, qwen_moe = false, qwen2_moe = false;  // mixture of experts (Qwen3- or Qwen2-MoE keys)
-  int64_t experts = 0, top_k = 0, moe_inter = 0;      // moe_inter: each expert's FFN width
-  int64_t shared_inter = 0;                           // Qwen2-MoE's shared expert width
-  bool norm_topk_prob = true;
-  std::vector<int64_t> mlp_only_layers;                // Qwen3-MoE's dense layers
-  bool moe_layer(int64_t l) const {
-    return (mixtral || qwen_moe) && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
-  }
-  std::string dtype;  // float32 | bfloat16 | float16
-  std::string rope_scaling;
-  double rope_theta = 10000.0, rms_norm_eps = 1e-5;
-};
-
-Resolved resolve(const MakeModelOptions& o) {
-  Resolved r;
-  std::string preset_dtype = "float32";
-  if (o.preset == "tiny") {
-    r.hidden = 64, r.intermediate = 172, r.layers = 5, r.heads = 8, r.kv_heads = 4, r.vocab = 512, r.max_pos = 512;
-    r.tied = true;
-  } else if (o.preset == "125m") {
-    r.hidden = 768, r.intermediate = 2048, r.layers = 12, r.heads = 12, r.kv_heads = 4, r.vocab = 32000, r.max_pos = 2048;
-    r.tied = false;
-  } else if (o.preset == "8b") {
-    r.hidden = 4096, r.intermediate = 14336, r.layers = 32, r.heads = 32, r.kv_heads = 8, r.vocab = 128256, r.max_pos = 8192;
-    r.tied = false;
-    r.rope_theta = 500000.0;
-    preset_dtype = "bfloat16";
-  } else {
-    throw Error("make-model: unknown preset '" + o.preset + "' (tiny, 125m, 8b)");
-  }
-  auto over = [](int64_t& field, int64_t value, const char* name) {
-    if (value == -1) return;
-    if (value <= 0) throw Error(std::string("make-model: ") + name + " must be positive, got " + std::to_string(value));
-    field = value;
-  };
-  over(r.hidden, o.hidden_size, "hidden_size");
-  over(r.intermediate, o.intermediate_size, "intermediate_size");
-  over(r.layers, o.num_layers, "num_layers");
-  over(r.heads, o.num_heads, "num_heads");
-  over(r.kv_heads, o.num_kv_heads, "num_kv_heads");
-  over(r.vocab, o.vocab_size, "vocab_size");
-  over(r.max_pos, o.max_position_embeddings, "max_position_embeddings");
-  if (o.head_dim != -1) {
-    if (o.head_dim <= 0) throw Error("make-model: head_dim must be positive, got " + std::to_string(o.head_dim));
-    r.head_dim = o.head_dim;
-  } else {
-    if (r.hidden % r.heads != 0)
-      throw Error("make-model: num_heads " + std::to_string(r.heads) + " does not divide hidden_size " + std::to_string(r.hidden));
-    r.head_dim = r.hidden / r.heads;
-  }
-  if (r.head_dim % 2 != 0) throw Error("make-model: head_dim must be even, got " + std::to_string(r.head_dim));
-  if (r.heads % r.kv_heads != 0)
-    throw Error("make-model: num_heads " + std::to_string(r.heads) + " is not a multiple of num_kv_heads " +
-                std::to_string(r.kv_heads));
-  if (o.tie_word_embeddings != -1) r.tied = o.tie_word_embeddings != 0;
-
-  // The 8b preset is bf16 unless asked otherwise ("float32" is the options' default, and a 32 GB f32
-  // 8B model is never what is wanted); "auto" or "" = the preset's dtype.
-  r.dtype = o.dtype;
-  if (r.dtype.empty() || r.dtype == "auto" || (o.preset == "8b" && r.dtype == "float32")) r.dtype = preset_dtype;
-  if (r.dtype == "f32" || r.dtype == "fp32") r.dtype = "float32";
-  if (r.dtype == "bf16") r.dtype = "bfloat16";
-  if (r.dtype == "f16" || r.dtype == "fp16") r.dtype = "float16";
-  if (r.dtype != "float32" && r.dtype != "bfloat16" && r.dtype != "float16")
-    throw Error("make-model: unknown dtype '" + o.dtype + "' (float32, bfloat16, float16)");
-
-  r.architecture = o.architecture;
-  if (r.architecture == "LlamaForCausalLM") {
-    r.model_type = "llama";
-    r.attention_bias = o.attention_bias;
-  } else if (r.architecture == "MistralForCausalLM") {
-    r.model_type = "mistral";
-    if (o.attention_bias) throw Error("make-model: MistralForCausalLM has no attention biases");
-  } else if (r.architecture == "Qwen2ForCausalLM") {
-    r.model_type = "qwen2";
-    r.attention_bias = true;
-    r.rms_norm_eps = 1e-6;
-  } else if (r.architecture == "Qwen3ForCausalLM") {
-    r.model_type = "qwen3";
-    r.attention_bias = o.attention_bias;
-    r.qk_norm = true;
-    r.rms_norm_eps = 1e-6;
-  } else if (r.architecture == "Phi3ForCausalLM") {
-    r.model_type = "phi3";
-    r.fused = true;
-    if (o.attention_bias) throw Error("make-model: Phi3ForCausalLM has no attention biases");
-  } else if (r.architecture == "GemmaForCausalLM" || r.architecture == "Gemma2ForCausalLM" ||
-             r.architecture == "Gemma3ForCausalLM") {
-    r.model_type = r.architecture == "GemmaForCausalLM"    ? "gemma"
-                   : r.architecture == "Gemma2ForCausalLM" ? "gemma2"
-                                                           : "gemma3_text";
-    r.gemma = true;
-    r.sandwich = r.architecture != "GemmaForCausalLM";
-    r.qk_norm = r.architecture == "Gemma3ForCausalLM";
-    r.rms_norm_eps = 1e-6;
-    if (o.tie_word_embeddings == -1) r.tied = true;
-    if (o.attention_bias) throw Error("make-model: " + r.architecture + " has no attention biases");
-  } else if (r.architecture == "MixtralForCausalLM" || r.architecture == "Qwen3MoeForCausalLM" ||
-             r.architecture == "Qwen2MoeForCausalLM") {
-    r.mixtral = r.architecture == "MixtralForCausalLM";
-    r.qwen_moe = !r.mixtral;
-    r.qwen2_moe = r.architecture == "Qwen2MoeForCausalLM";
-    r.model_type = r.mixtral ? "mixtral" : r.qwen2_moe ? "qwen2_moe" : "qwen3_moe";
-    r.qk_norm = r.qwen_moe && !r.qwen2_moe;
-    r.rms_norm_eps = 1e-6;
-    if (o.attention_bias && r.mixtral) throw Error("make-model: MixtralForCausalLM has no attention biases");
-    r.attention_bias = o.attention_bias || r.qwen2_moe;  // Qwen2-MoE: q/k/v biases, as Qwen2
-    if (o.num_experts <= 0 || o.experts_per_token <= 0 || o.experts_per_token > o.num_experts)
-      throw Error("make-model: need 0 < experts per token (" + std::to_string(o.experts_per_token) +
-                  ") <= experts (" + std::to_string(o.num_experts) + ")");
-    if (o.moe_intermediate_size <= 0) throw Error("make-model: moe_intermediate_size must be positive");
-    r.experts = o.num_experts, r.top_k = o.experts_per_token;
-    r.moe_inter = r.mixtral ? r.intermediate : o.moe_intermediate_size;
-    r.shared_inter = r.qwen2_moe ? 4 * r.moe_inter : 0;  // Qwen1.5-MoE-A2.7B's ratio (5632 / 1408)
-    r.norm_topk_prob = r.mixtral || o.norm_topk_prob;
-    if (r.mixtral && !o.mlp_only_layers.empty()) throw Error("make-model: MixtralForCausalLM has no dense layers");
-    for (int64_t l : o.mlp_only_layers)
-      if (l < 0 || l >= r.layers) throw Error("make-model: mlp_only_layers entry " + std::to_string(l) + " is not a layer");
-    r.mlp_only_layers = o.mlp_only_layers;
-  } else {
-    throw Error("make-model: unknown architecture '" + r.architecture +
-                "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-                "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, "
-                "Qwen2MoeForCausalLM)");
-  }
-  r.rope_scaling = o.rope_scaling.empty() ? "none" : o.rope_scaling;
-  if (r.rope_scaling != "none" && r.rope_scaling != "llama3")
-    throw Error("make-model: unknown rope_scaling '" + o.rope_scaling + "' (none, llama3)");
-  if (r.vocab < 260)
-    throw Error("make-model: vocab_size " + std::to_string(r.vocab) + " is too small (at least 260 for the tokenizer)");
-  return r;
-}
-
-std::string config_json(const Resolved& r) {
-  ordered_json j;
-  j["architectures"] = ordered_json::array({r.architecture});
-  j["model_type"] = r.model_type;
-  j["hidden_size"] = r.hidden;
-  j["intermediate_size"] = r.intermediate;
-  j["num_hidden_layers"] = r.layers;
-  j["num_attention_heads"] = r.heads;
-  j["num_key_value_heads"] = r.kv_heads;
-  j["head_dim"] = r.head_dim;
-  j["vocab_size"] = r.vocab;
-  j["max_position_embeddings"] = r.max_pos;
-  j["rms_norm_eps"] = r.rms_norm_eps;
-  j["rope_theta"] = r.rope_theta;
-  if (r.rope_scaling == "llama3") {
-    j["rope_scaling"] = {{"factor", 8.0},
-                         {"high_freq_factor", 4.0},
-                         {"low_freq_factor", 1.0},
-                         {"original_max_position_embeddings", r.max_pos},
-                         {"rope_type", "llama3"}};
-  } else {
-    j["rope_scaling"] = nullptr;
-  }
-  j["hidden_act"] = r.gemma ? "gelu_pytorch_tanh" : "silu";
-  if (r.gemma) j["hidden_activation"] = "gelu_pytorch_tanh";  // as Gemma 1.1 and later write it
+// config.json's keys of the Gemma 2 / 3, Phi-3 and Qwen3 families, in the order transformers
+// writes them (the file is byte-identical on every machine).
+void add_family_keys(const ResolvedModel& r, ordered_json& j) {
   if (r.sandwich) {
     // Gemma's defaults (transformers' Gemma2Config / Gemma3TextConfig), the sliding window shortened
     // so that test prompts outgrow it.
@@ -213,6 +54,10 @@ std::string config_json(const Resolved& r) {
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = r.layers;
   }
+}
+
+// config.json's mixture-of-experts keys: Mixtral's, else Qwen3-MoE's / Qwen2-MoE's.
+void add_expert_keys(const ResolvedModel& r, ordered_json& j) {
   if (r.mixtral) {  // transformers' MixtralConfig keys
     j["num_local_experts"] = r.experts;
     j["num_experts_per_tok"] = r.top_k;
@@ -235,6 +80,35 @@ std::string config_json(const Resolved& r) {
     j["router_aux_loss_coef"] = 0.001;
     j["output_router_logits"] = false;
   }
+}
+
+std::string config_json(const ResolvedModel& r) {
+  ordered_json j;
+  j["architectures"] = ordered_json::array({r.architecture});
+  j["model_type"] = r.model_type;
+  j["hidden_size"] = r.hidden;
+  j["intermediate_size"] = r.intermediate;
+  j["num_hidden_layers"] = r.layers;
+  j["num_attention_heads"] = r.heads;
+  j["num_key_value_heads"] = r.kv_heads;
+  j["head_dim"] = r.head_dim;
+  j["vocab_size"] = r.vocab;
+  j["max_position_embeddings"] = r.max_pos;
+  j["rms_norm_eps"] = r.rms_norm_eps;
+  j["rope_theta"] = r.rope_theta;
+  if (r.rope_scaling == "llama3") {
+    j["rope_scaling"] = {{"factor", 8.0},
+                         {"high_freq_factor", 4.0},
+                         {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", r.max_pos},
+                         {"rope_type", "llama3"}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["hidden_act"] = r.gemma ? "gelu_pytorch_tanh" : "silu";
+  if (r.gemma) j["hidden_activation"] = "gelu_pytorch_tanh";  // as Gemma 1.1 and later write it
+  add_family_keys(r, j);
+  add_expert_keys(r, j);
   if (r.architecture != "Qwen2ForCausalLM" && !r.mixtral && !r.qwen2_moe) j["attention_bias"] = r.attention_bias;
   j["attention_dropout"] = 0.0;
   if (r.architecture == "LlamaForCausalLM") j["mlp_bias"] = false;
@@ -303,7 +177,7 @@ struct TensorSpec {
 // normalized vector have std 1/sqrt(fan_in); o_proj and down_proj write alpha*e-sized updates into the
 // residual stream (alpha = 6, so the layers, not the input embedding, dominate the last hidden state);
 // RMSNorm weights 1 + N(0, 0.02^2).
-std::map<std::string, TensorSpec> tensor_specs(const Resolved& r) {
+std::map<std::string, TensorSpec> tensor_specs(const ResolvedModel& r) {
   std::map<std::string, TensorSpec> t;
   const float e = float(4.0 / std::sqrt(double(r.hidden)));
   // Each block's update to the residual stream: alpha times an embedding element. Gemma scales its
@@ -394,7 +268,7 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
     throw Error(path.string() + ": write failed");
 }
 
-void write_safetensors(const std::filesystem::path& path, const Resolved& r, const MakeModelOptions& o) {
+void write_safetensors(const std::filesystem::path& path, const ResolvedModel& r, const MakeModelOptions& o) {
   const auto specs = tensor_specs(r);
   const char* st_dtype = r.dtype == "float32" ? "F32" : r.dtype == "bfloat16" ? "BF16" : "F16";
   const size_t es = r.dtype == "float32" ? 4 : 2;
@@ -482,7 +356,7 @@ void write_safetensors(const std::filesystem::path& path, const Resolved& r, con
 }  // namespace
 
 void make_model(const std::filesystem::path& out_dir, const MakeModelOptions& options) {
-  const Resolved r = resolve(options);
+  const ResolvedModel r = resolve_model(options);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec || !std::filesystem::is_directory(out_dir))

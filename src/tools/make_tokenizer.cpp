@@ -46,47 +46,35 @@ struct Word {
   int64_t count = 0;
 };
 
-}  // namespace
-
-SyntheticVocab build_synthetic_vocab(int64_t vocab_size) {
-  if (vocab_size < 260)
-    throw Error("make-model: vocab_size " + std::to_string(vocab_size) +
-                " is too small for the Llama-2 tokenizer layout (3 special tokens + 256 byte tokens + \"▁\" need at least 260)");
+// The pieces so far (no duplicates, at most `size` of them) and the merges that make them.
+struct VocabBuilder {
+  int64_t size = 0;
   SyntheticVocab v;
   std::unordered_set<std::string> have;
-  auto add = [&](const std::string& piece) {
-    if (int64_t(v.pieces.size()) >= vocab_size || have.count(piece)) return false;
+  bool add(const std::string& piece) {
+    if (int64_t(v.pieces.size()) >= size || have.count(piece)) return false;
     v.pieces.push_back(piece);
     have.insert(piece);
     return true;
-  };
-  add("<unk>");
-  add("<s>");
-  add("</s>");
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    add(buf);
   }
-  add(kSpace);
-  for (const char* c = kCharOrder; *c; ++c) add(std::string(1, *c));
-  auto full = [&] { return int64_t(v.pieces.size()) >= vocab_size; };
+  bool full() const { return int64_t(v.pieces.size()) >= size; }
+};
 
-  // 1. BPE learned on the built-in text (words are "▁" + letters; pairs of known pieces only).
+// The words of the built-in text with their counts, each as "▁" and its letters (words with a
+// letter that has no piece left out).
+std::vector<Word> corpus_words(const VocabBuilder& vb) {
   std::map<std::string, int64_t> word_counts;
-  {
-    std::string cur;
-    auto flush = [&] {
-      if (!cur.empty()) ++word_counts[cur];
-      cur.clear();
-    };
-    for (const char* p = kCorpus; *p; ++p) {
-      char ch = *p;
-      if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) cur += ch;
-      else flush();
-    }
-    flush();
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) ++word_counts[cur];
+    cur.clear();
+  };
+  for (const char* p = kCorpus; *p; ++p) {
+    char ch = *p;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) cur += ch;
+    else flush();
   }
+  flush();
   std::vector<Word> words;
   for (const auto& [w, n] : word_counts) {
     Word word;
@@ -95,12 +83,18 @@ SyntheticVocab build_synthetic_vocab(int64_t vocab_size) {
     bool ok = true;
     for (char ch : w) {
       std::string s(1, ch);
-      ok = ok && have.count(s);
+      ok = ok && vb.have.count(s);
       word.symbols.push_back(s);
     }
     if (ok) words.push_back(std::move(word));
   }
-  while (!full()) {
+  return words;
+}
+
+// BPE learned on the built-in text (pairs of known pieces only) until the vocabulary is full or no
+// pair is left.
+void learn_merges(VocabBuilder& vb, std::vector<Word>& words) {
+  while (!vb.full()) {
     std::map<std::pair<std::string, std::string>, int64_t> pairs;
     for (const Word& w : words)
       for (size_t i = 0; i + 1 < w.symbols.size(); ++i) pairs[{w.symbols[i], w.symbols[i + 1]}] += w.count;
@@ -124,11 +118,13 @@ SyntheticVocab build_synthetic_vocab(int64_t vocab_size) {
       }
       w.symbols = std::move(out);
     }
-    if (add(merged) || have.count(merged)) v.merges.emplace_back(a, b);
+    if (vb.add(merged) || vb.have.count(merged)) vb.v.merges.emplace_back(a, b);
   }
+}
 
-  // 2. Letter extensions of word-like pieces ("▁" + lowercase letters, or lowercase letters), breadth
-  // first in id order, until the vocabulary is full.
+// Letter extensions of word-like pieces ("▁" + lowercase letters, or lowercase letters), breadth
+// first in id order, until the vocabulary is full.
+void extend_with_letters(VocabBuilder& vb) {
   auto wordlike = [&](const std::string& p) {
     size_t i = p.rfind(kSpace, 0) == 0 ? 3 : 0;
     if (i == 0 && p.empty()) return false;
@@ -137,24 +133,47 @@ SyntheticVocab build_synthetic_vocab(int64_t vocab_size) {
     return true;
   };
   std::vector<std::string> queue;
-  for (size_t id = 259; id < v.pieces.size(); ++id)
-    if (wordlike(v.pieces[id])) queue.push_back(v.pieces[id]);
+  for (size_t id = 259; id < vb.v.pieces.size(); ++id)
+    if (wordlike(vb.v.pieces[id])) queue.push_back(vb.v.pieces[id]);
   std::vector<std::string> letters;
   for (const char* c = kLetterOrder; *c; ++c)
-    if (have.count(std::string(1, *c))) letters.emplace_back(1, *c);
-  for (size_t qi = 0; qi < queue.size() && !full() && !letters.empty(); ++qi) {
+    if (vb.have.count(std::string(1, *c))) letters.emplace_back(1, *c);
+  for (size_t qi = 0; qi < queue.size() && !vb.full() && !letters.empty(); ++qi) {
     const std::string base = queue[qi];  // copy: queue grows below
     for (const std::string& c : letters) {
-      if (full()) break;
-      if (add(base + c)) {
-        v.merges.emplace_back(base, c);
+      if (vb.full()) break;
+      if (vb.add(base + c)) {
+        vb.v.merges.emplace_back(base, c);
         queue.push_back(base + c);
       }
     }
   }
-  if (!full())
+}
+
+}  // namespace
+
+SyntheticVocab build_synthetic_vocab(int64_t vocab_size) {
+  if (vocab_size < 260)
+    throw Error("make-model: vocab_size " + std::to_string(vocab_size) +
+                " is too small for the Llama-2 tokenizer layout (3 special tokens + 256 byte tokens + \"▁\" need at least 260)");
+  VocabBuilder vb;
+  vb.size = vocab_size;
+  vb.add("<unk>");
+  vb.add("<s>");
+  vb.add("</s>");
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    vb.add(buf);
+  }
+  vb.add(kSpace);
+  for (const char* c = kCharOrder; *c; ++c) vb.add(std::string(1, *c));
+  std::vector<Word> words = corpus_words(vb);
+  learn_merges(vb, words);
+  extend_with_letters(vb);
+  if (!vb.full())
     throw Error("make-model: could not build " + std::to_string(vocab_size) + " vocabulary pieces");
-  return v;
+  return vb.v;
 }
 
 std::string make_tokenizer_json(int64_t vocab_size) {

@@ -47,6 +47,30 @@ fail() {
   exit 1
 }
 
+# write_prompts FILE N [PROMPT]: N rows {"id": "r<i>", "prompt": PROMPT} (default "Once upon a time").
+write_prompts() {
+  $PY - "$1" "$2" "${3:-Once upon a time}" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        f.write(json.dumps({"id": f"r{i}", "prompt": sys.argv[3]}) + "\n")
+PY
+}
+
+# write_varied_prompts FILE N FIRST SPAN [ID_PREFIX]: N rows {"id": "<ID_PREFIX><i>", "prompt": ...}
+# whose prompt is the first FIRST + i % SPAN words of one story sentence (default prefix "r"), so
+# rows of different lengths finish at different steps.
+write_varied_prompts() {
+  $PY - "$1" "$2" "$3" "$4" "${5:-r}" <<'PY'
+import json, sys
+words = "Once upon a time there was a little girl named Lily who loved to play in the park".split()
+first, span, prefix = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        f.write(json.dumps({"id": f"{prefix}{i}", "prompt": " ".join(words[: first + i % span])}) + "\n")
+PY
+}
+
 # --- Generated models checked against scripts/hf_reference.py's numpy re-implementation of
 # transformers' modelling code (the model-family tests). NEW: new tokens per row (default 16).
 REFPY="$HERE/../../scripts/hf_reference.py"

@@ -19,13 +19,7 @@ mount -t tmpfs -o size=64k tmpfs "$MNT" 2>/dev/null || { echo "SKIP: cannot moun
 trap 'umount "$MNT" 2>/dev/null; rm -rf "$WORK"' EXIT
 
 N=240
-$PY - "$WORK/in.jsonl" "$N" <<'PY'
-import json, sys
-words = "Once upon a time there was a little girl named Lily who loved to play in the park".split()
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"row-{i}", "prompt": " ".join(words[: 2 + i % 14])}) + "\n")
-PY
+write_varied_prompts "$WORK/in.jsonl" "$N" 2 14 row-
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/full.h5" \
   "sampling:" "  max_new_tokens: 64" "  ignore_eos: true" "engine:" "  max_seqs: 16"
 timeout 300 "$TPBATCH" "$WORK/job.yaml" 2>/dev/null || fail "the uninterrupted run failed"

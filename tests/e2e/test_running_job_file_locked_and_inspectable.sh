@@ -10,12 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 need_stories
 N=2000
-$PY - "$WORK/in.jsonl" "$N" <<'PY'
-import json, sys
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"r{i}", "prompt": "Once upon a time"}) + "\n")
-PY
+write_prompts "$WORK/in.jsonl" "$N"
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 200" "  ignore_eos: true" "engine:" "  max_seqs: 4"
 timeout 300 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/a.log" &

@@ -9,13 +9,7 @@
 source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
 N=300
-$PY - "$WORK/in.jsonl" "$N" <<'PY'
-import json, sys
-words = "Once upon a time there was a little girl named Lily who loved to play in the park".split()
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"r{i}", "prompt": " ".join(words[: 3 + i % 12])}) + "\n")
-PY
+write_varied_prompts "$WORK/in.jsonl" "$N" 3 12
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 128" "  ignore_eos: true" \
   "engine:" "  max_seqs: 32" "  progress_interval: 0.2"

@@ -11,12 +11,7 @@ source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
 WATCHDOG=3
 N=4
-$PY - "$WORK/in.jsonl" "$N" <<'PY'
-import json, sys
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"r{i}", "prompt": "Once upon a time"}) + "\n")
-PY
+write_prompts "$WORK/in.jsonl" "$N"
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" \
   "parallel:" "  tensor: 2" "sampling:" "  max_new_tokens: 8" \
   "engine:" "  watchdog_seconds: $WATCHDOG"

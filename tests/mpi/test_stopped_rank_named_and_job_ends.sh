@@ -7,12 +7,7 @@ source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
 N=200
 WATCHDOG=3
-$PY - "$WORK/in.jsonl" "$N" <<'PY'
-import json, sys
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"r{i}", "prompt": "Once upon a time there was a little girl"}) + "\n")
-PY
+write_prompts "$WORK/in.jsonl" "$N" "Once upon a time there was a little girl"
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/out.h5" \
   "sampling:" "  max_new_tokens: 100" "  ignore_eos: true" \
   "engine:" "  max_seqs: 2" "  progress_interval: 0.2" "  watchdog_seconds: $WATCHDOG"

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "temp_dir_test.h"
 #include "io/result_writer.h"
 
 namespace tpbatch {
@@ -35,19 +36,13 @@ inline RowResult small_row(int64_t i) {
 }
 
 // Each test gets its own empty folder (named after the test and the process), removed after it.
-class ResultsFileTest : public ::testing::Test {
+class ResultsFileTest : public TempDirTest {
  protected:
   void SetUp() override {
-    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tpbatch_" + std::string(ti->test_suite_name()) + "_" + ti->name() + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    TempDirTest::SetUp();
     path_ = (dir_ / "results.h5").string();
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::filesystem::path dir_;
   std::string path_;  // dir_/results.h5
 };
 

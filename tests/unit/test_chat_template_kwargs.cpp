@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir_test.h"
 #include "chat/chat_template.h"
 #include "common/error.h"
 #include "io/resume_check.h"
@@ -18,16 +19,13 @@ using namespace tpbatch;
 
 namespace {
 
-class ChatTemplateKwargsJob : public ::testing::Test {
+class ChatTemplateKwargsJob : public tpbatch::TempDirTest {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("tpbatch_kwargs_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    TempDirTest::SetUp();
     fs::create_directories(dir_ / "m");
     std::ofstream(dir_ / "in.jsonl") << "{\"prompt\": \"x\"}\n";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   JobSpec parse(const std::string& extra, const std::vector<std::string>& ov = {}) {
     return parse_job("model: m\ninput:\n  path: in.jsonl\n" + extra, ov, dir_);
@@ -42,7 +40,6 @@ class ChatTemplateKwargsJob : public ::testing::Test {
     return "";
   }
 
-  fs::path dir_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend_test_util.h"
 
 namespace {
 
@@ -17,26 +18,9 @@ using tpbatch::DType;
 using tpbatch::KvLayout;
 using tpbatch::StepBatch;
 
-// Host data in a backend buffer, and back.
-template <typename T>
-Buffer put(Backend& be, const std::vector<T>& v, DType dtype = DType::F32) {
-  Buffer b = be.alloc(v.size(), dtype);
-  be.upload(b.view(), v.data(), v.size() * sizeof(T));
-  return b;
-}
-std::vector<float> get(Backend& be, const Buffer& b) {
-  std::vector<float> v(b.count());
-  be.download(b.view(), v.data(), v.size() * sizeof(float));
-  return v;
-}
-
-std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using tpbatch::test::get;
+using tpbatch::test::put;
+using tpbatch::test::random_vec;
 
 TEST(CpuBackend, MatmulNtEqualsNaiveProduct) {
   auto be = tpbatch::make_cpu_backend();

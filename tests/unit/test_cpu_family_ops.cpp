@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend_test_util.h"
 
 namespace {
 
@@ -21,23 +22,9 @@ using tpbatch::StepBatch;
 
 std::unique_ptr<Backend> checked() { return tpbatch::make_cpu_backend({.checked = true}); }
 
-Buffer put(Backend& be, const std::vector<float>& v) {
-  Buffer b = be.alloc(v.size(), DType::F32);
-  be.upload(b.view(), v.data(), v.size() * sizeof(float));
-  return b;
-}
-std::vector<float> get(Backend& be, const Buffer& b) {
-  std::vector<float> v(b.count());
-  be.download(b.view(), v.data(), v.size() * sizeof(float));
-  return v;
-}
-std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using tpbatch::test::get;
+using tpbatch::test::put;
+using tpbatch::test::random_vec;
 
 TEST(CpuFamilyOps, RmsnormHeadsNormalisesEachHeadOfTheStridedRowsOnly) {
   auto be = checked();

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 
+#include "temp_dir_test.h"
 #include "common/error.h"
 #include "engine/embedding_pooling.h"
 #include "io/input_row.h"
@@ -153,16 +154,12 @@ std::vector<int64_t> read_truncated(const std::string& path) {
   return v;
 }
 
-class EmbeddingResults : public ::testing::Test {
+class EmbeddingResults : public tpbatch::TempDirTest {
  protected:
   void SetUp() override {
-    const auto* ti = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tpbatch_embed_" + std::string(ti->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
     path_ = (dir_ / "results.h5").string();
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void expect_rows(int64_t n) {
     hsize_t dims[2], maxdims[2], chunk[2];
@@ -183,7 +180,6 @@ class EmbeddingResults : public ::testing::Test {
       }
     }
   }
-  fs::path dir_;
   std::string path_;
 };
 

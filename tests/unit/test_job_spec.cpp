@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir_test.h"
 #include "common/error.h"
 #include "job/job_spec.h"
 
@@ -13,17 +14,14 @@ using namespace tpbatch;
 
 namespace {
 
-class JobSpecTest : public ::testing::Test {
+class JobSpecTest : public tpbatch::TempDirTest {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tpbatch_job_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
+    TempDirTest::SetUp();
     fs::create_directories(dir_ / "model");
     std::ofstream(dir_ / "prompts.jsonl") << "{\"prompt\": \"hi\"}\n";
     base_ = "model: " + (dir_ / "model").string() + "\ninput:\n  path: " + (dir_ / "prompts.jsonl").string() + "\n";
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   JobSpec parse(const std::string& extra = "", const std::vector<std::string>& ov = {}) {
     return parse_job(base_ + extra, ov, dir_);
@@ -43,7 +41,6 @@ class JobSpecTest : public ::testing::Test {
     return error_of(base_ + extra, ov);
   }
 
-  fs::path dir_;
   std::string base_;
 };
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir_test.h"
 #include "common/error.h"
 #include "io/input_row.h"
 
@@ -12,15 +13,8 @@ using namespace tpbatch;
 
 namespace {
 
-class JsonlTest : public ::testing::Test {
+class JsonlTest : public tpbatch::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tpbatch_jsonl_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& content) {
     std::string p = (dir_ / "in.jsonl").string();
     std::ofstream(p, std::ios::binary) << content;
@@ -34,7 +28,6 @@ class JsonlTest : public ::testing::Test {
     EXPECT_EQ(r.lines_read(), static_cast<int64_t>(lines.size()));
     return lines;
   }
-  fs::path dir_;
 };
 
 JobSpec job(Task task = Task::kGenerate) {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir_test.h"
 #include "common/error.h"
 #include "model/config.h"
 #include "model/rope_frequencies.h"
@@ -79,17 +80,8 @@ void expect_all_tensors(const fs::path& dir, const ModelConfig& c) {
   EXPECT_EQ(ws.names(), names);
 }
 
-class MakeModel : public ::testing::Test {
+class MakeModel : public tpbatch::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           (std::string("tpbatch_test_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
 };
 
 }  // namespace

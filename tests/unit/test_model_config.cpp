@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir_test.h"
 #include "common/error.h"
 #include "model/config.h"
 #include "model/rope_frequencies.h"
@@ -54,18 +55,9 @@ std::string error_of(const json& config, const std::string& generation = "") {
   return "";
 }
 
-class ModelConfigFiles : public ::testing::Test {
+class ModelConfigFiles : public tpbatch::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           (std::string("tpbatch_test_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
-  fs::path dir_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir_test.h"
 #include "engine/progress.h"
 #include "engine/row_dispatcher.h"
 #include "io/result_writer.h"
@@ -37,14 +38,10 @@ constexpr int kRankOnesReplica = 1;
 constexpr int64_t kLines = 4;   // even: each replica's fair share is exactly half
 constexpr size_t kAsks = 8;     // a replica asks for more lines than the job has
 
-class RowDispatcherTest : public ::testing::Test {
+class RowDispatcherTest : public tpbatch::TempDirTest {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("tpbatch_row_dispatcher_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
     const std::string input = (dir_ / "in.jsonl").string();
     {
       std::ofstream f(input, std::ios::binary);
@@ -91,7 +88,6 @@ class RowDispatcherTest : public ::testing::Test {
   }
 
   JobSpec job_;
-  fs::path dir_;
   std::FILE* quiet_ = nullptr;
   std::unique_ptr<DiscardingWriter> writer_;
   std::unique_ptr<Progress> progress_;

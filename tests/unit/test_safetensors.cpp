@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir_test.h"
 #include "common/error.h"
 #include "model/safetensors.h"
 #include "test_assets.h"
@@ -103,16 +104,8 @@ std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
   return out;
 }
 
-class WeightStoreTest : public ::testing::Test {
+class WeightStoreTest : public tpbatch::TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           (std::string("tpbatch_test_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<RawTensor> sample() const {
     return {{"a.f32", "F32", {3, 5}, to_bytes(f32_values())},
@@ -133,7 +126,6 @@ class WeightStoreTest : public ::testing::Test {
     }
     return "";
   }
-  fs::path dir_;
 };
 
 

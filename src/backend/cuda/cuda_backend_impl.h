@@ -15,6 +15,8 @@
 //   before every free included (cudaFree/cudaFreeHost wait for the whole device). release() and
 //   the destructors cannot throw: when their wait fails they mark the backend aborted and leave
 //   the memory to the process exit.
+// Where: lifetime, waits and device queries in cuda_backend.cpp; memory in cuda_memory.cpp; the
+// step buffer and attention in cuda_step.cpp; the other operations in cuda_ops.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 

@@ -130,6 +130,7 @@ struct TileScratch {
   std::vector<float> q, kt, vf, p, mx, sum, acc;
 };
 
+// One function: the online softmax over K/V blocks keeps its running max, sums and tile scratch live across phases.
 // One tile: query rows [r0, r1) of sequence s, heads [kv_head * group, (kv_head + 1) * group).
 // BS / HD > 0 fix the block size / head dim at compile time (the common shapes); 0 = read from kv.
 template <typename C, int BS, int HD>

@@ -146,6 +146,7 @@ inline void tile_pass(const WeightBlock (&wb)[2], const uint32_t* xt, int64_t st
 
 }  // namespace
 
+// One function: the packing of x and the tile loop share the packed layout (steps, kpad, block words) and scratch.
 void bf16_amx(const GemmArgs& a, int64_t n0, int64_t n1) {
   const int64_t m = a.m, k = a.k, steps = (k + 31) / 32, kpad = steps * 32;
   const int64_t xblocks = (m + 15) / 16;
