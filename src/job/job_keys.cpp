@@ -23,6 +23,7 @@ using namespace job_key;
 bool is_embed(const JobSpec& j) { return j.task == Task::kEmbed; }
 
 // The keys before `sampling:` in the effective YAML (the sampling keys are sampling_keys()).
+// One function on purpose: it is a table, one row per key in the order the docs list them.
 std::vector<JobKey> keys_before_sampling() {
   return {
       {"model", Text{JOB_FIELD(model), TextRule::kRequired},

@@ -30,6 +30,7 @@ std::string guided_json_problem(const nlohmann::ordered_json& schema, const std:
 }
 }  // namespace
 
+// One function on purpose: it is a table, one row per sampling key in the order the docs list them.
 const std::vector<SamplingKey>& sampling_keys() {
   // An OpenAI body key is the row key's name unless listed otherwise (vLLM's extra sampling keys too).
   static const std::vector<SamplingKey> keys = {

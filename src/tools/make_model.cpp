@@ -268,35 +268,54 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
     throw Error(path.string() + ": write failed");
 }
 
-void write_safetensors(const std::filesystem::path& path, const ResolvedModel& r, const MakeModelOptions& o) {
-  const auto specs = tensor_specs(r);
+// --quantize resolved: none, an fp8 scheme or a 4-bit one.
+struct QuantizeChoice {
+  bool quantize = false, is_int4 = false;
+  Int4Scheme int4 = Int4Scheme::Awq;
+  Fp8Scheme fp8 = Fp8Scheme::Block;
+};
+
+QuantizeChoice quantize_choice(const MakeModelOptions& o) {
+  QuantizeChoice q;
+  q.quantize = o.quantize != "none";
+  q.is_int4 = q.quantize && parse_int4_scheme(o.quantize, q.int4);
+  if (q.quantize && !q.is_int4) q.fp8 = parse_fp8_scheme(o.quantize);
+  if (o.dequantize && !q.quantize) throw Error("make-model: --dequantize needs --quantize (the format to round-trip)");
+  return q;
+}
+
+// The safetensors header, padded to 8 bytes: tensors laid out in name order (the header's keys are
+// sorted too); a quantized one (tools/fp8_quantizer.h, tools/int4_quantizer.h) is followed by its
+// scale (and zero) tensors.
+std::string safetensors_header(const std::map<std::string, TensorSpec>& specs, const ResolvedModel& r,
+                               const QuantizeChoice& q, bool dequantize) {
   const char* st_dtype = r.dtype == "float32" ? "F32" : r.dtype == "bfloat16" ? "BF16" : "F16";
   const size_t es = r.dtype == "float32" ? 4 : 2;
-  const bool quantize = o.quantize != "none";
-  Int4Scheme int4 = Int4Scheme::Awq;
-  const bool is_int4 = quantize && parse_int4_scheme(o.quantize, int4);
-  const Fp8Scheme scheme = quantize && !is_int4 ? parse_fp8_scheme(o.quantize) : Fp8Scheme::Block;
-  if (o.dequantize && !quantize) throw Error("make-model: --dequantize needs --quantize (the format to round-trip)");
-
-  // Header: tensors laid out in name order (the header's keys are sorted too); a quantized one
-  // (tools/fp8_quantizer.h, tools/int4_quantizer.h) is followed by its scale (and zero) tensors.
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
   for (const auto& [name, spec] : specs) {
-    if (!(quantize && fp8_quantizes(name))) {
+    if (!(q.quantize && fp8_quantizes(name))) {
       const uint64_t bytes = spec.numel() * es;
       header[name] = {{"dtype", st_dtype}, {"shape", spec.shape}, {"data_offsets", {offset, offset + bytes}}};
       offset += bytes;
+    } else if (q.is_int4) {
+      int4_header_entries(header, offset, q.int4, name, spec.shape, dequantize);
     } else {
-      if (is_int4)
-        int4_header_entries(header, offset, int4, name, spec.shape, o.dequantize);
-      else
-        fp8_header_entries(header, offset, scheme, name, spec.shape, o.dequantize);
+      fp8_header_entries(header, offset, q.fp8, name, spec.shape, dequantize);
     }
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text += ' ';
+  return text;
+}
+
+void write_safetensors(const std::filesystem::path& path, const ResolvedModel& r, const MakeModelOptions& o) {
+  const auto specs = tensor_specs(r);
+  const size_t es = r.dtype == "float32" ? 4 : 2;
+  const QuantizeChoice q = quantize_choice(o);
+  const bool quantize = q.quantize, is_int4 = q.is_int4;
+  const std::string text = safetensors_header(specs, r, q, o.dequantize);
 
   const std::filesystem::path tmp = path.string() + ".tmp";
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
@@ -317,8 +336,8 @@ void write_safetensors(const std::filesystem::path& path, const ResolvedModel& r
     if (quantize && fp8_quantizes(name)) {  // the whole tensor at once: its scales need every value
       std::vector<float> w(size_t(spec.numel()));
       for (float& v : w) v = spec.mean + spec.std * normal(state);
-      const auto out = is_int4 ? int4_file_bytes(int4, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize)
-                               : fp8_file_bytes(scheme, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize);
+      const auto out = is_int4 ? int4_file_bytes(q.int4, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize)
+                               : fp8_file_bytes(q.fp8, name, w.data(), spec.shape[0], spec.shape[1], o.dequantize);
       put(out.data(), out.size());
       continue;
     }
