@@ -39,11 +39,12 @@ std::string version_line() {
 
 int main(int argc, char** argv) {
   using namespace tpbatch;
-  ensure_fast_blas_core(argv);
-
   // `tpbatch JOB.yaml` is `tpbatch run JOB.yaml`.
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && !is_subcommand_name(args[0]) && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "run");
+  // Only the commands that compute (a job, plan's calibration) need the faster BLAS core and
+  // OpenMP settings that a restart brings; the file tools start once.
+  if (!args.empty() && (args[0] == "run" || args[0] == "plan")) ensure_fast_blas_core(argv);
 
   CLI::App app{"tpbatch: MPI batch inference for decoder-only transformers", "tpbatch"};
   app.set_version_flag("--version,-V", version_line());

@@ -5,10 +5,10 @@
 # A crash, sanitizer report, leak, timeout or unexpected exception fails the test; the reproducer
 # is kept in $TPBATCH_BUILD_DIR/fuzz-artifacts/ (replay: fuzz-build/<target> <file>).
 # Skips (77) when clang or libFuzzer is not installed (Debian: clang, libclang-rt-14-dev).
-#   FUZZ_SECONDS (default 25): fuzzing time per target.  FUZZ_TARGETS: a subset, space-separated.
+#   FUZZ_SECONDS (default 15): fuzzing time per target.  FUZZ_TARGETS: a subset, space-separated.
 source "$(dirname "$0")/lib.sh"
 : "${TPBATCH_SOURCE_DIR:=$(cd "$HERE/../.." && pwd)}"
-SECONDS_EACH=${FUZZ_SECONDS:-25}
+SECONDS_EACH=${FUZZ_SECONDS:-15}
 TARGETS=(${FUZZ_TARGETS:-fuzz_safetensors_header fuzz_tokenizer_json fuzz_tokenizer_encode fuzz_jsonl_row})
 
 CXX_CLANG=""
