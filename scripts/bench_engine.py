@@ -11,6 +11,8 @@ Rows (tpbatch side):
   BF16 32 x (128 + 128)                         as the F32 row, bf16 checkpoint
   FP8 decode, 1 sequence, 1 and 2 threads       fp8-block projections (bf16 embeddings / LM head), vs
                                                 its floor, and its speed-up over the BF16 row
+  INT8 decode, 1 sequence, 1 and 2 threads      int8 W8A8 projections (per-channel scales, x quantized
+                                                per token), the same way
   INT4 decode, 1 sequence, 1 and 2 threads      awq (group 128) projections, the same way
   decode throughput, 16 sequences vs 1, 1 thread ratio vs the ratio the bounds allow
   prefill, 512-token prompts, 1 thread          GEMM rate as a share of the 1-thread GEMM peak
@@ -158,8 +160,9 @@ def main():
         if not os.path.exists(os.path.join(path, "model.safetensors")):
             sh([TP, "make-model", path, "--preset", "125m", "--dtype", "float32" if dt == "f32" else "bfloat16"])
     # Not in `models`: llama.cpp's rows convert those to GGUF.
-    extra_models = {"fp8": os.path.join(WORK, "125m-fp8-block"), "int4": os.path.join(WORK, "125m-awq")}
-    for name, scheme in (("fp8", "fp8-block"), ("int4", "awq")):
+    extra_models = {"fp8": os.path.join(WORK, "125m-fp8-block"), "int8": os.path.join(WORK, "125m-int8"),
+                    "int4": os.path.join(WORK, "125m-awq")}
+    for name, scheme in (("fp8", "fp8-block"), ("int8", "int8"), ("int4", "awq")):
         if not os.path.exists(os.path.join(extra_models[name], "model.safetensors")):
             sh([TP, "make-model", extra_models[name], "--preset", "125m", "--dtype", "bfloat16", "--quantize", scheme])
     cfg = json.load(open(os.path.join(models["f32"], "config.json")))
@@ -245,6 +248,17 @@ def main():
         bf = results[("bf16", "tg", t)]
         row(f"FP8 (128x128 blocks), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
             f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16; at most {2*params/fp8_bytes:.2f}x with a bf16 LM head)",
+            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 1.8x BF16")
+
+    # int8 W8A8 projections: one byte per weight plus an F32 scale per output row.
+    int8_bytes = (params - V * H) + 2 * V * H
+    for t, m in ((1, m1), (2, m2)):
+        tps = decode("int8", t)
+        results[("int8", "tg", t)] = tps
+        fl = m["bw"] * 1e9 / int8_bytes
+        bf = results[("bf16", "tg", t)]
+        row(f"INT8 W8A8 (per channel), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
+            f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16; at most {2*params/int8_bytes:.2f}x with a bf16 LM head)",
             f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 1.8x BF16")
 
     # 4-bit projections: half a byte per weight plus an F32 scale and zero point per 128.

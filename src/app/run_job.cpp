@@ -257,7 +257,7 @@ void report_memory(const RankJob& r) {
   const int64_t kv_tokens = kv.num_blocks * kv.block_size;
   const QuantizationConfig& quant = cfg.quantization;
   const std::string linear =
-      quant.quantized() ? std::string(", linear layers ") + (quant.int4() ? "I4" : "F8_E4M3") + " (" + quant.describe() + ")"
+      quant.quantized() ? std::string(", linear layers ") + dtype_name(quant.value_dtype()) + " (" + quant.describe() + ")"
                         : "";
   log_info("weights: %.2f MiB per rank (min %.2f; backend %s, %s weights%s); resident %.1f MiB on rank 0",
                most / (1 << 20), least / (1 << 20), r.plane->backend->name().c_str(),

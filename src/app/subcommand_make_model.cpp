@@ -39,8 +39,8 @@ Subcommand add_make_model_subcommand(CLI::App& program) {
   cmd->add_option("--norm-topk-prob", a->mm.norm_topk_prob, "Qwen3-MoE: renormalise the top-k weights (0 or 1)");
   cmd->add_option("--mlp-only-layers", a->mm.mlp_only_layers, "Qwen3-MoE: dense layers (comma-separated)")->delimiter(',');
   cmd->add_option("--seed", a->mm.seed);
-  cmd->add_option("--quantize", a->mm.quantize, "none | fp8-block | fp8-channel | awq | gptq | w4a16: linear layers written as fp8 with scales or as 4-bit integers with scales and zero points (group size 128)")
-      ->check(CLI::IsMember({"none", "fp8-block", "fp8-channel", "awq", "gptq", "w4a16"}))
+  cmd->add_option("--quantize", a->mm.quantize, "none | fp8-block | fp8-channel | int8 | awq | gptq | w4a16: linear layers written as fp8 or int8 (W8A8) with scales or as 4-bit integers with scales and zero points (group size 128)")
+      ->check(CLI::IsMember({"none", "fp8-block", "fp8-channel", "int8", "awq", "gptq", "w4a16"}))
       ->capture_default_str();
   cmd->add_flag("--dequantize", a->mm.dequantize, "with --quantize: the same weights dequantized to float32 (the twin)");
 

@@ -86,7 +86,7 @@ struct DrawnToken {
 // the caller because the sampler lives above the backends. row_max: the row's largest logit or NaN.
 using HostDraw = std::function<int32_t(const float* logits, int64_t vocab, const DrawParams& params, float row_max)>;
 
-// Linear-layer weights stored as F8_E4M3 (or I4, below) values [n][k] with fp32 scales (model/quantization.h):
+// Linear-layer weights stored as F8_E4M3 or I8 (or I4, below) values [n][k] with fp32 scales (model/quantization.h):
 // weight[r][c] = value[r][c] * scales[r * groups + (c + phase) / group]. Every output row carries
 // its own row of scales, so any split or concatenation of rows (tensor parallelism, fused q|k|v)
 // keeps them exact; `phase` is where column 0 falls in its group when the columns are a slice
@@ -132,6 +132,9 @@ class Backend {
   // The same with quantized weights (dequantized a slice at a time inside the GEMM). Only where
   // runs_scaled_weights() (the CPU backend); the loader refuses quantized checkpoints elsewhere.
   virtual bool runs_scaled_weights() const { return false; }
+  // I8 weights (W8A8: x quantized to int8 per row inside the GEMM) are a second question: a backend
+  // that runs fp8 and 4-bit weights need not run them.
+  virtual bool runs_int8_weights() const { return false; }
   virtual void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
                                 int64_t k);
   // x[m,n] += bias[n]

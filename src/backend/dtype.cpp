@@ -16,6 +16,7 @@ const char* dtype_name(DType dtype) {
     case DType::F8E4M3: return "F8_E4M3";
     case DType::I64: return "I64";
     case DType::I4: return "I4";
+    case DType::I8: return "I8";
   }
   return "?";
 }

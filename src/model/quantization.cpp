@@ -148,6 +148,46 @@ void parse_pack_quantized(const QuantReader& r, const QuantReader& w, Quantizati
   q.packing = Int4Packing::PackQuantized;
 }
 
+// compressed-tensors W8A8 INT8 (llm-compressor's W8A8 scheme, e.g. RedHatAI's "*-quantized.w8a8"
+// models: format int-quantized, weights {type int, num_bits 8, strategy channel, symmetric true},
+// input_activations {type int, num_bits 8, strategy token, dynamic true, symmetric true}); the
+// tensors as vLLM's compressed_tensors_w8a8_int8.py creates them: int8 weight [N, K], weight_scale
+// [N, 1] per channel or one per tensor. Only what runs here is accepted, the rest named.
+void parse_int8(const QuantReader& r, const QuantReader& w, const json& group, const std::string& gpath,
+                QuantizationConfig& q) {
+  const QuantReader g{group, r.file, gpath};
+  const QuantReader& fr = group.contains("format") && !group.at("format").is_null() ? g : r;
+  const std::string format = fr.obj.contains("format") && !fr.obj.at("format").is_null() ? fr.string("format") : "";
+  if (format != "int-quantized")
+    fr.fail("format", "'" + format + "' with 8-bit integer weights is not supported (supported: int-quantized)");
+  const std::string strategy = w.string("strategy");
+  if (strategy == "channel")
+    q.granularity = ScaleGranularity::Channel;
+  else if (strategy == "tensor")
+    q.granularity = ScaleGranularity::Tensor;
+  else
+    w.fail("strategy", "'" + strategy + "' is not supported for 8-bit integer weights (supported: channel, tensor)");
+  if (!boolean_or(w, "symmetric", true))
+    w.fail("symmetric", "false (asymmetric int8 weights with weight_zero_point) is not supported");
+  if (!group.contains("input_activations") || !group.at("input_activations").is_object())
+    g.fail("input_activations", "missing: int8 weights need dynamic per-token int8 activations (W8A8); "
+                                "16-bit activations (W8A16) are not supported");
+  const QuantReader a{group.at("input_activations"), r.file, gpath + "input_activations."};
+  const std::string atype = a.string("type");
+  const int64_t abits = a.integer("num_bits");
+  if (atype != "int" || abits != 8)
+    a.fail("type", "'" + atype + "' with num_bits " + std::to_string(abits) + " is not supported with int8 weights "
+                   "(supported: int with num_bits 8)");
+  const std::string astrategy = a.string("strategy");
+  if (astrategy != "token")
+    a.fail("strategy", "'" + astrategy + "' is not supported (supported: token, dynamic)");
+  if (!boolean_or(a, "dynamic", false))
+    a.fail("dynamic", "false (static input_scale tensors) is not supported (supported: dynamic per-token scales)");
+  if (!boolean_or(a, "symmetric", true))
+    a.fail("symmetric", "false (asymmetric activations with a zero point) is not supported");
+  q.int8 = true;
+}
+
 // compressed-tensors (llm-compressor): one config group whose weights say what the scales are.
 void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
   q.ignore = r.names("ignore");
@@ -164,12 +204,11 @@ void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
   const QuantReader w{group.at("weights"), r.file, gpath + "weights."};
   const std::string type = w.string("type");
   const int64_t bits = w.integer("num_bits");
-  if (type == "int" && bits == 8)
-    w.fail("type", "INT8 weights (W8A8) are recognised but not supported yet (supported: float 8-bit weights)");
+  if (type == "int" && bits == 8) return parse_int8(r, w, group, gpath, q);
   if (type == "int" && bits == 4) return parse_pack_quantized(r, w, q);
   if (type != "float" || bits != 8)
     w.fail("type", "'" + type + "' with num_bits " + std::to_string(bits) +
-                       " is not supported (supported: float with num_bits 8, int with num_bits 4)");
+                       " is not supported (supported: float or int with num_bits 8, int with num_bits 4)");
   const std::string strategy = w.string("strategy");
   if (strategy == "tensor") {
     q.granularity = ScaleGranularity::Tensor;
@@ -217,6 +256,7 @@ std::string QuantizationConfig::describe() const {
   if (int4())
     return method + ": int4 values, zero points and scales " +
            (group_size > 0 ? "per group of " + std::to_string(group_size) : std::string("per channel"));
+  if (int8) return method + ": int8 values, scales " + g + ", activations int8 per token";
   return method + ": e4m3 values, scales " + g;
 }
 

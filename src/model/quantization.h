@@ -11,19 +11,27 @@
 //   quant_method: awq (version gemm), gptq (sym or not; checkpoint_format gptq stores zero - 1,
 //     gptq_v2 the zero itself; desc_act only with a trivial g_idx), and compressed-tensors
 //     pack-quantized int 4-bit symmetric weights (W4A16; zero 8 in the unsigned packing).
-// Activations stay fp32 on the CPU whatever the activation scheme says (static input_scale
+//  8-bit integer weights with activations quantized to 8 bits per token (W8A8):
+//   quant_method: compressed-tensors, format int-quantized, int 8-bit symmetric weights (strategy
+//     channel or tensor) with dynamic per-token symmetric int 8-bit input_activations: I8
+//     X.weight [N, K] and X.weight_scale [N, 1] ([1] per tensor). The GEMM quantizes each row of
+//     x itself (backend/cpu/gemm/gemm_int8.cpp), so the result differs from the dequantized
+//     weights' by that rounding. Static activation scales, asymmetric or group-wise int8 are
+//     refused naming the key.
+// Other activations stay fp32 on the CPU whatever the activation scheme says (static input_scale
 // tensors are not read), so the result is the dequantized weights' to fp32 accumulation order.
-// Recognised but not run yet (refused naming the key): compressed-tensors INT8 (W8A8), asymmetric
-// pack-quantized, AWQ's gemv / exllama / marlin packings. Anything else is refused naming
-// quant_method.
-// Which tensors are quantized is read from the checkpoint: an F8_E4M3 tensor is, and must have its
-// scales; so is a 4-bit one (its X.qweight / X.weight_packed); the config's ignore lists (lm_head,
-// ...) are the tensors the quantizer left in 16 bits.
+// Recognised but not run yet (refused naming the key): asymmetric pack-quantized, AWQ's gemv /
+// exllama / marlin packings. Anything else is refused naming quant_method.
+// Which tensors are quantized is read from the checkpoint: an F8_E4M3 or I8 tensor is, and must
+// have its scales; so is a 4-bit one (its X.qweight / X.weight_packed); the config's ignore lists
+// (lm_head, ...) are the tensors the quantizer left in 16 bits.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "backend/dtype.h"
 
 namespace tpbatch {
 
@@ -44,8 +52,12 @@ struct QuantizationConfig {
   int64_t group_size = 0;
   bool zeros_minus_one = false;
   bool desc_act = false;
+  // W8A8: 8-bit integer weights, activations quantized per token inside the GEMM.
+  bool int8 = false;
   bool quantized() const { return !method.empty(); }
   bool int4() const { return bits == 4; }
+  // The type the loader keeps the quantized weights' values in: F8_E4M3, I8 or I4.
+  DType value_dtype() const { return int4() ? DType::I4 : int8 ? DType::I8 : DType::F8E4M3; }
   // The scale tensor of a quantized weight ("....q_proj.weight" -> "....q_proj.weight_scale_inv").
   std::string scale_tensor_name(const std::string& weight_name) const;
   // Its shape for a weight of N output rows and K input columns ([1] for a tensor scale; the
@@ -64,7 +76,8 @@ struct QuantizationConfig {
     return (scale_phase(col0, weight_cols) + cols + g - 1) / g;
   }
   // "fp8: e4m3 values, scales block 128x128", "compressed-tensors: e4m3 values, scales per channel",
-  // "awq: int4 values, zero points and scales per group of 128"
+  // "awq: int4 values, zero points and scales per group of 128", "compressed-tensors: int8 values,
+  // scales per channel, activations int8 per token"
   std::string describe() const;
 };
 

@@ -43,6 +43,7 @@ bool parse_dtype(const std::string& s, DType& out) {
   else if (s == "F16") out = DType::F16;
   else if (s == "BF16") out = DType::BF16;
   else if (s == "F8_E4M3") out = DType::F8E4M3;
+  else if (s == "I8") out = DType::I8;    // compressed-tensors W8A8 weights
   else if (s == "I32") out = DType::I32;  // 4-bit checkpoints' packed words, g_idx
   else if (s == "I64") out = DType::I64;  // compressed-tensors' weight_shape
   else return false;
@@ -354,12 +355,12 @@ void WeightStore::read(const std::string& name, int64_t row0, int64_t nrows, int
     }
     return;
   }
-  if (to == DType::I32 || to == DType::F8E4M3)
+  if (to == DType::I32 || to == DType::F8E4M3 || to == DType::I8)
     throw Error(t.file + ": tensor '" + name + "' cannot be read as " + dtype_name(to));
-  // fp8 values mean nothing without their scales (model/quantized_staging.h reads both).
-  if (t.dtype == DType::F8E4M3)
-    throw Error(t.file + ": tensor '" + name + "' is quantized (F8_E4M3) where config.json's quantization_config "
-                "expects an unquantized tensor");
+  // 8-bit values mean nothing without their scales (model/weight_staging.h reads both).
+  if (t.dtype == DType::F8E4M3 || t.dtype == DType::I8)
+    throw Error(t.file + ": tensor '" + name + "' is quantized (" + dtype_name(t.dtype) +
+                ") where config.json's quantization_config expects an unquantized tensor");
   auto load = [&](const std::byte* p) -> float {
     uint16_t h;
     float f;

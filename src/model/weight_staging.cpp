@@ -19,7 +19,7 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 WeightStaging& WeightStaging::rows(const std::string& name, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
   const TensorInfo& t = w_.tensor(name);
   if (first_name_.empty()) first_name_ = name;
-  if (t.dtype == DType::F8E4M3) {
+  if (t.dtype == DType::F8E4M3 || t.dtype == DType::I8) {
     stage_quantized(t, row0, nrows, col0, ncols);
     return *this;
   }
@@ -38,10 +38,14 @@ WeightStaging& WeightStaging::rows(const std::string& name, int64_t row0, int64_
 
 void WeightStaging::stage_quantized(const TensorInfo& t, int64_t row0, int64_t nrows, int64_t col0, int64_t ncols) {
   const std::string& name = t.name;
+  const std::string dtype = dtype_name(t.dtype);
   if (!quant_.quantized())
-    throw Error(t.file + ": tensor '" + name + "' is F8_E4M3 but config.json has no quantization_config");
+    throw Error(t.file + ": tensor '" + name + "' is " + dtype + " but config.json has no quantization_config");
+  if (t.dtype != quant_.value_dtype())
+    throw Error(t.file + ": tensor '" + name + "' is " + dtype + " but config.json's quantization_config says " +
+                quant_.describe());
   if (t.shape.size() != 2)
-    throw Error(t.file + ": tensor '" + name + "' is F8_E4M3 with shape " + shape_text(t.shape) +
+    throw Error(t.file + ": tensor '" + name + "' is " + dtype + " with shape " + shape_text(t.shape) +
                 ": only 2-D linear weights may be quantized");
   if (!bytes_.empty() && !quantized_)
     throw Error(t.file + ": tensor '" + name + "' is quantized but '" + first_name_ +
@@ -80,10 +84,10 @@ void WeightStaging::stage_quantized(const TensorInfo& t, int64_t row0, int64_t n
       w_.read(sname, 0, 1, 0, 1, DType::F32, src.data());
     }
   }
-  join_quantized(t, DType::F8E4M3, g);
+  join_quantized(t, t.dtype, g);
   const size_t at = bytes_.size();
   bytes_.resize(at + size_t(nrows * ncols));
-  w_.read(name, row0, nrows, col0, ncols, DType::F8E4M3, bytes_.data() + at);
+  w_.read(name, row0, nrows, col0, ncols, t.dtype, bytes_.data() + at);
   for (int64_t r = 0; r < nrows; ++r)
     for (int64_t j = 0; j < g.groups; ++j) {
       float s = src[0];
@@ -147,6 +151,9 @@ LinearWeight WeightStaging::upload_linear(Backend& be) {
   if (!be.runs_scaled_weights())
     throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
                 " backend does not run quantized checkpoints yet (the CPU backend does)");
+  if (values_ == DType::I8 && !be.runs_int8_weights())
+    throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
+                " backend does not run int8 (W8A8) weights yet (the CPU backend does)");
   lw.values = be.alloc(bytes_.size(), values_);
   if (!bytes_.empty()) be.upload(lw.values.view(), bytes_.data(), bytes_.size());
   lw.scales = be.alloc(scales_.size(), DType::F32);

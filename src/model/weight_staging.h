@@ -1,7 +1,7 @@
 #pragma once
 // Gathers blocks of checkpoint tensors into one host staging area, then uploads it to a backend
 // buffer in one copy: how a rank's slices, and fused tensors (q|k|v, gate|up), are built.
-// Dense tensors are converted to the staging's dtype. A quantized (F8_E4M3) tensor is copied as
+// Dense tensors are converted to the staging's dtype. A quantized (F8_E4M3 or I8) tensor is copied as
 // is, with its scales (the checkpoint's `<name>_scale(_inv)`, model/quantization.h) expanded to one
 // row of group scales per output row, so that any slice of rows or columns stays exact; a 4-bit
 // (I4) one is unpacked to two values a byte with a row of scales and of zero points per output row
@@ -48,7 +48,7 @@ class WeightStaging {
   std::vector<float> zeros_;        // the same for 4-bit values' zero points
   std::string first_name_;          // the first staged tensor, for messages
   bool quantized_ = false;
-  DType values_ = DType::F8E4M3;    // the quantized values' type: F8E4M3 or I4
+  DType values_ = DType::F8E4M3;    // the quantized values' type: F8E4M3, I8 or I4
   Grid grid_;
 };
 

@@ -16,15 +16,21 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// amax / 448, or 1 for an all-zero block (any scale quantizes zeros to zeros).
-float scale_for(float amax) { return amax > 0.0f ? amax / kFp8Max : 1.0f; }
+// amax / 448 (int8: / 127), or 1 for an all-zero block (any scale quantizes zeros to zeros).
+float scale_for(float amax, float top = kFp8Max) { return amax > 0.0f ? amax / top : 1.0f; }
+
+// w / scale as int8 (its bit pattern): round to nearest even, within [-127, 127].
+uint8_t to_int8(float v) { return uint8_t(int8_t(std::clamp(std::nearbyint(v), -127.0f, 127.0f))); }
+
+const char* values_dtype(Fp8Scheme scheme) { return scheme == Fp8Scheme::Int8 ? "I8" : "F8_E4M3"; }
 
 }  // namespace
 
 Fp8Scheme parse_fp8_scheme(const std::string& name) {
   if (name == "fp8-block") return Fp8Scheme::Block;
   if (name == "fp8-channel") return Fp8Scheme::Channel;
-  throw Error("make-model: --quantize '" + name + "' is not supported (fp8-block, fp8-channel)");
+  if (name == "int8") return Fp8Scheme::Int8;
+  throw Error("make-model: --quantize '" + name + "' is not supported (fp8-block, fp8-channel, int8, awq, gptq, w4a16)");
 }
 
 bool fp8_quantizes(const std::string& n) {
@@ -68,9 +74,11 @@ Fp8Tensor quantize_fp8(Fp8Scheme scheme, const std::string& name, const float* w
       float amax = 0.0f;
       for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
       // Stored as BF16: quantize with the scale as stored, so the loader multiplies by the same one.
-      const float s = bf16_to_f32(f32_to_bf16(scale_for(amax)));
+      const bool int8 = scheme == Fp8Scheme::Int8;
+      const float s = bf16_to_f32(f32_to_bf16(scale_for(amax, int8 ? 127.0f : kFp8Max)));
       t.scales[size_t(r)] = s;
-      for (int64_t c = 0; c < cols; ++c) t.values[size_t(r * cols + c)] = f32_to_f8e4m3(w[r * cols + c] / s);
+      for (int64_t c = 0; c < cols; ++c)
+        t.values[size_t(r * cols + c)] = int8 ? to_int8(w[r * cols + c] / s) : f32_to_f8e4m3(w[r * cols + c] / s);
     }
   }
   return t;
@@ -82,7 +90,8 @@ std::vector<float> dequantize_fp8(Fp8Scheme scheme, const Fp8Tensor& q, int64_t 
     for (int64_t c = 0; c < cols; ++c) {
       const float s = scheme == Fp8Scheme::Block ? q.scales[size_t((r / kBlock) * q.scale_shape[1] + c / kBlock)]
                                                  : q.scales[size_t(r)];
-      out[size_t(r * cols + c)] = f8e4m3_to_f32(q.values[size_t(r * cols + c)]) * s;
+      const uint8_t v = q.values[size_t(r * cols + c)];
+      out[size_t(r * cols + c)] = (scheme == Fp8Scheme::Int8 ? float(int8_t(v)) : f8e4m3_to_f32(v)) * s;
     }
   return out;
 }
@@ -96,7 +105,7 @@ void fp8_header_entries(nlohmann::json& header, uint64_t& offset, Fp8Scheme sche
   };
   if (dequantize) return entry(name, "F32", shape, numel * 4);
   const Fp8Tensor t = fp8_layout(scheme, name, shape[0], shape[1]);
-  entry(name, "F8_E4M3", shape, numel);
+  entry(name, values_dtype(scheme), shape, numel);
   uint64_t scales = 1;
   for (int64_t d : t.scale_shape) scales *= uint64_t(d);
   entry(t.scale_name, t.scale_dtype, t.scale_shape, scales * (std::string(t.scale_dtype) == "F32" ? 4 : 2));
@@ -131,18 +140,20 @@ nlohmann::ordered_json fp8_quantization_config(Fp8Scheme scheme) {
   using nlohmann::ordered_json;
   if (scheme == Fp8Scheme::Block)
     return {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  // int8: llm-compressor's W8A8 preset as RedHatAI's *-quantized.w8a8 configs show it.
+  const char* type = scheme == Fp8Scheme::Int8 ? "int" : "float";
   const ordered_json weights = {{"actorder", nullptr}, {"block_structure", nullptr}, {"dynamic", false},
                                 {"group_size", nullptr}, {"num_bits", 8}, {"observer", "minmax"},
                                 {"observer_kwargs", ordered_json::object()}, {"strategy", "channel"},
-                                {"symmetric", true}, {"type", "float"}};
+                                {"symmetric", true}, {"type", type}};
   const ordered_json inputs = {{"actorder", nullptr}, {"block_structure", nullptr}, {"dynamic", true},
                                {"group_size", nullptr}, {"num_bits", 8}, {"observer", nullptr},
                                {"observer_kwargs", ordered_json::object()}, {"strategy", "token"},
-                               {"symmetric", true}, {"type", "float"}};
+                               {"symmetric", true}, {"type", type}};
   ordered_json group = {{"input_activations", inputs}, {"output_activations", nullptr},
                         {"targets", {"Linear"}}, {"weights", weights}};
   return {{"config_groups", {{"group_0", group}}},
-          {"format", "float-quantized"},
+          {"format", scheme == Fp8Scheme::Int8 ? "int-quantized" : "float-quantized"},
           {"ignore", {"lm_head"}},
           {"kv_cache_scheme", nullptr},
           {"quant_method", "compressed-tensors"},

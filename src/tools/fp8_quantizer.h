@@ -1,12 +1,17 @@
 #pragma once
-// make-model's fp8 quantizer: a generated model's linear layers written as the public fp8 formats
-// write them (model/quantization.h reads them), or the dequantized fp32 twin of the same weights.
+// make-model's 8-bit quantizer (fp8, and int8 W8A8): a generated model's linear layers written as
+// the public formats write them (model/quantization.h reads them), or the dequantized fp32 twin of
+// the same weights.
 //   fp8-block:   quant_method fp8, weight_block_size [128, 128]: F8_E4M3 `X.weight` and F32
 //                `X.weight_scale_inv` [ceil(N/128), ceil(K/128)] (DeepSeek-V3 / Qwen3-FP8 layout);
 //   fp8-channel: compressed-tensors float-quantized, strategy channel, dynamic per-token
 //                activations: F8_E4M3 `X.weight` and BF16 `X.weight_scale` [N, 1] (llm-compressor's
 //                FP8_DYNAMIC layout, lm_head ignored).
-// Scales are amax / 448 (e4m3's largest value) per block or row, as those tools compute them.
+//   int8:        compressed-tensors int-quantized, strategy channel, symmetric, dynamic per-token
+//                int8 activations: I8 `X.weight` and BF16 `X.weight_scale` [N, 1] (llm-compressor's
+//                W8A8 layout, as RedHatAI's "*-quantized.w8a8" models; lm_head ignored).
+// Scales are amax / 448 (e4m3's largest value) per block or row, as those tools compute them;
+// int8 ones amax / 127 per row, values rounded to nearest even within [-127, 127].
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,16 +20,16 @@
 
 namespace tpbatch {
 
-enum class Fp8Scheme : uint8_t { Block, Channel };
+enum class Fp8Scheme : uint8_t { Block, Channel, Int8 };
 
-// "fp8-block" | "fp8-channel"; throws naming the option otherwise.
+// "fp8-block" | "fp8-channel" | "int8"; throws naming the option otherwise.
 Fp8Scheme parse_fp8_scheme(const std::string& name);
 // Whether make-model quantizes this tensor: the projections of attention and the MLPs (experts
 // included); embeddings, lm_head, norms and MoE routers stay unquantized.
 bool fp8_quantizes(const std::string& tensor_name);
 
 struct Fp8Tensor {
-  std::vector<uint8_t> values;       // [rows][cols] e4m3
+  std::vector<uint8_t> values;       // [rows][cols] e4m3 (Int8: int8 bit patterns)
   std::vector<float> scales;         // the scale tensor's elements (what the loader multiplies by)
   std::vector<int64_t> scale_shape;
   std::string scale_name;            // X.weight_scale_inv | X.weight_scale

@@ -138,6 +138,51 @@ matches_reference() {
     fail "$model at TP=$t PP=$p $* does not match the reference"
 }
 
+# --- Quantized checkpoints against their dequantized float32 twins (tests/mpi/test_*_twin.sh).
+# make_quantized_twin SCHEME MAKE-MODEL-OPTIONS...: $WORK/SCHEME (make-model --quantize SCHEME) and
+# $WORK/SCHEME-twin (the same weights with --dequantize), each with a greedy 24-token job on
+# prompts_mixed.jsonl (9 rows).
+make_quantized_twin() {
+  local scheme=$1
+  shift
+  "$TPBATCH" make-model "$WORK/$scheme" "$@" --quantize "$scheme" >/dev/null
+  "$TPBATCH" make-model "$WORK/$scheme-twin" "$@" --quantize "$scheme" --dequantize >/dev/null
+  local model
+  for model in "$scheme" "$scheme-twin"; do
+    write_job "$WORK/$model.yaml" "$WORK/$model" "$HERE/prompts_mixed.jsonl" "$WORK/$model.h5" \
+      "sampling:" "  max_new_tokens: 24" "  ignore_eos: true"
+  done
+}
+
+# twin_matches_at_each_layout SCHEME VALUES RATIO TOL [COMPARE-OPTIONS...]: at TP=1, TP=2, PP=2 and
+# DP=2 both models run; the quantized one must log "linear layers VALUES" (its weights kept so),
+# give the twin's greedy tokens with logprobs within TOL (compare_runs.py, which takes the
+# options), and at TP=1 hold its weights in under RATIO of the twin's bytes.
+twin_matches_at_each_layout() {
+  local scheme=$1 values=$2 ratio=$3 tol=$4 layout model
+  shift 4
+  for layout in "1 1 1" "2 2 1" "2 1 2" "2 1 1"; do
+    set -- $layout "$@"
+    echo "== $scheme: np $1, tensor $2, pipeline $3"
+    for model in "$scheme" "$scheme-twin"; do
+      mpirun_tpbatch "$1" "$WORK/$model.yaml" --set parallel.tensor="$2" --set parallel.pipeline="$3" \
+        2>"$WORK/$model.log" || { cat "$WORK/$model.log"; fail "$model at np $1 tensor $2 pipeline $3 exited $?"; }
+    done
+    grep -q "linear layers $values" "$WORK/$scheme.log" ||
+      { cat "$WORK/$scheme.log"; fail "$scheme: weights not kept as $values"; }
+    $PY "$HERE/compare_runs.py" "$WORK/$scheme.h5" "$WORK/$scheme-twin.h5" --tol "$tol" --expect-rows 9 "${@:4}" ||
+      fail "$scheme at np $1 tensor $2 pipeline $3 vs its dequantized twin"
+    if [ "$layout" = "1 1 1" ]; then
+      local q t
+      q=$(sed -n 's/.*weights: \([0-9.]*\) MiB per rank.*/\1/p' "$WORK/$scheme.log" | head -1)
+      t=$(sed -n 's/.*weights: \([0-9.]*\) MiB per rank.*/\1/p' "$WORK/$scheme-twin.log" | head -1)
+      $PY -c "import sys; r = $q / $t; print('$scheme weights %s MiB vs twin %s MiB: ratio %.3f' % ('$q', '$t', r)); sys.exit(0 if r < $ratio else 1)" ||
+        fail "$scheme weights $q MiB vs the float32 twin $t MiB: not kept as $values"
+    fi
+    set -- "${@:4}"
+  done
+}
+
 # --- Crash tests: the LD_PRELOAD fault injector (kill_at_write.c) that stops a job at its K-th
 # write, sync, rename... of the output.
 

@@ -5,7 +5,8 @@
 #   weights: X MiB per rank ...        KV cache: N tokens per rank (B bytes per token per rank, DTYPE)
 # Jobs: a bf16 checkpoint with dtype auto (kept 16-bit), float32 (widened) and float16 (converted),
 # an fp16 checkpoint with dtype auto, a bfloat16 KV cache, fp8 checkpoints (block and per-channel
-# scales; intermediate 688 splits at TP=2 inside a 128-column scale block), and 4-bit ones (awq,
+# scales; intermediate 688 splits at TP=2 inside a 128-column scale block), int8 (W8A8, per-channel
+# scales), and 4-bit ones (awq,
 # w4a16; intermediate 640 splits at TP=2 inside a 128-column group).
 source "$(dirname "$0")/lib.sh"
 
@@ -13,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
   --head-dim 32 --dtype bfloat16 --seed 3 >/dev/null
 "$TPBATCH" make-model "$WORK/fp16" --hidden-size 256 --intermediate-size 688 --layers 4 --heads 8 --kv-heads 4 \
   --head-dim 32 --dtype float16 --seed 3 >/dev/null
-for q in fp8-block fp8-channel; do
+for q in fp8-block fp8-channel int8; do
   "$TPBATCH" make-model "$WORK/$q" --hidden-size 256 --intermediate-size 688 --layers 4 --heads 8 --kv-heads 4 \
     --head-dim 32 --dtype bfloat16 --quantize "$q" --seed 3 >/dev/null
 done
@@ -70,6 +71,7 @@ for tp in 1 2; do
   check "bf16_kv_bf16_tp$tp" "$WORK/bf16" "$tp" device=cpu engine.kv_cache_dtype=bfloat16
   check "fp8_block_tp$tp" "$WORK/fp8-block" "$tp" device=cpu
   check "fp8_channel_tp$tp" "$WORK/fp8-channel" "$tp" device=cpu
+  check "int8_tp$tp" "$WORK/int8" "$tp" device=cpu
   check "awq_tp$tp" "$WORK/awq" "$tp" device=cpu
   check "w4a16_tp$tp" "$WORK/w4a16" "$tp" device=cpu
 done

@@ -4,12 +4,14 @@
 # shape, fp8 weights without a quantization_config, a quant_method tpbatch does not know, and a
 # recognised packing it does not run; for 4-bit checkpoints (awq, gptq) a missing zero-point or
 # scale tensor, scales of the wrong shape, a group size that does not divide the input width,
-# unsupported bits, and an act-order g_idx.
+# unsupported bits, and an act-order g_idx; for int8 W8A8 ones a missing weight_scale, one of the
+# wrong shape, and static (or per-tensor) activation scales.
 source "$(dirname "$0")/lib.sh"
 "$TPBATCH" make-model "$WORK/base" --preset tiny --layers 2 --quantize fp8-block >/dev/null
 int4_shape=(--hidden-size 256 --intermediate-size 384 --layers 2 --heads 8 --kv-heads 4 --head-dim 32 --vocab-size 300)
 "$TPBATCH" make-model "$WORK/awq" "${int4_shape[@]}" --quantize awq >/dev/null
 "$TPBATCH" make-model "$WORK/gptq" "${int4_shape[@]}" --quantize gptq >/dev/null
+"$TPBATCH" make-model "$WORK/int8" --preset tiny --layers 2 --quantize int8 >/dev/null
 printf '{"prompt": "Once upon a time"}\n' >"$WORK/in.jsonl"
 
 # case NAME PYTHON-EDIT WORD...: copy the model ($BASE, default base), apply the edit (config.json
@@ -65,4 +67,10 @@ BASE=gptq case_ gptq_act_order "c['quantization_config']['desc_act'] = True
 a = h['$P.g_idx']['data_offsets'][0]
 body[a:a + 4] = struct.pack('<i', 2)" "$P.g_idx" desc_act "act-order"
 BASE=gptq case_ gptq_missing_scales "h['$P.scales.orphan'] = h.pop('$P.scales')" "$P.scales" "is missing"
+I=model.layers.1.mlp.down_proj.weight_scale
+A=quantization_config.config_groups.group_0.input_activations
+BASE=int8 case_ int8_missing_scale "h['$I.orphan'] = h.pop('$I')" "$I" "is missing" model.layers.1.mlp.down_proj.weight
+BASE=int8 case_ int8_scale_shape "h['$I']['shape'] = [1, h['$I']['shape'][0]]" "$I" "[1, 64]" "[64, 1]"
+BASE=int8 case_ int8_static_activations "c$(printf "['%s']" ${A//./ }).update(dynamic=False)" "$A.dynamic" static
+BASE=int8 case_ int8_per_tensor_activations "c$(printf "['%s']" ${A//./ }).update(strategy='tensor')" "$A.strategy"
 echo PASS

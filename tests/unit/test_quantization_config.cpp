@@ -85,11 +85,63 @@ TEST(QuantizationConfig, CompressedTensorsFp8Blocks) {
   EXPECT_EQ(q.scale_tensor_name("lm_head.weight"), "lm_head.weight_scale");
 }
 
-TEST(QuantizationConfig, Int8W8A8IsRecognisedAndRefusedNamingTheKey) {
-  const std::string msg = error_of(compressed_tensors({{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}));
-  EXPECT_NE(msg.find("quantization_config.config_groups.group_0.weights.type"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("INT8"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("not supported yet"), std::string::npos) << msg;
+// llm-compressor's W8A8 scheme as RedHatAI's "*-quantized.w8a8" models write it.
+json w8a8(const std::string& strategy = "channel") {
+  json q = compressed_tensors({{"actorder", nullptr}, {"block_structure", nullptr}, {"dynamic", false},
+                               {"group_size", nullptr}, {"num_bits", 8}, {"observer", "minmax"},
+                               {"strategy", strategy}, {"symmetric", true}, {"type", "int"}});
+  q["format"] = "int-quantized";
+  q["config_groups"]["group_0"]["input_activations"] = {
+      {"actorder", nullptr}, {"block_structure", nullptr}, {"dynamic", true}, {"group_size", nullptr},
+      {"num_bits", 8}, {"observer", nullptr}, {"strategy", "token"}, {"symmetric", true}, {"type", "int"}};
+  return q;
+}
+
+TEST(QuantizationConfig, Int8W8A8PerChannelAndPerTensor) {
+  QuantizationConfig q = parse(w8a8());
+  EXPECT_TRUE(q.int8);
+  EXPECT_FALSE(q.int4());
+  EXPECT_EQ(q.value_dtype(), DType::I8);
+  EXPECT_EQ(q.granularity, ScaleGranularity::Channel);
+  EXPECT_EQ(q.scale_tensor_name("model.layers.0.mlp.up_proj.weight"), "model.layers.0.mlp.up_proj.weight_scale");
+  EXPECT_TRUE(q.scale_shape_matches({4096, 1}, 4096, 11008));
+  EXPECT_FALSE(q.scale_shape_matches({4096, 2}, 4096, 11008));
+  EXPECT_EQ(q.describe(), "compressed-tensors: int8 values, scales per channel, activations int8 per token");
+  q = parse(w8a8("tensor"));
+  EXPECT_EQ(q.granularity, ScaleGranularity::Tensor);
+  EXPECT_TRUE(q.scale_shape_matches({1}, 64, 64));
+  // A per-group format key (several-group configs write it there) is read too.
+  json g = w8a8();
+  g.erase("format");
+  g["config_groups"]["group_0"]["format"] = "int-quantized";
+  EXPECT_TRUE(parse(g).int8);
+}
+
+TEST(QuantizationConfig, Int8W8A8OutsideDynamicPerTokenSymmetricIsRefusedNamingTheKey) {
+  const std::string group = "quantization_config.config_groups.group_0.";
+  auto refused = [&](json q, const std::string& key) {
+    const std::string msg = error_of(q);
+    EXPECT_NE(msg.find("key '" + key + "'"), std::string::npos) << key << ": " << msg;
+  };
+  json q = w8a8();
+  q["config_groups"]["group_0"]["input_activations"]["dynamic"] = false;  // static input_scale
+  refused(q, group + "input_activations.dynamic");
+  q = w8a8();
+  q["config_groups"]["group_0"]["input_activations"]["strategy"] = "tensor";
+  refused(q, group + "input_activations.strategy");
+  q = w8a8();
+  q["config_groups"]["group_0"]["input_activations"]["symmetric"] = false;
+  refused(q, group + "input_activations.symmetric");
+  q = w8a8();
+  q["config_groups"]["group_0"]["input_activations"] = nullptr;  // W8A16
+  refused(q, group + "input_activations");
+  q = w8a8();
+  q["config_groups"]["group_0"]["weights"]["symmetric"] = false;
+  refused(q, group + "weights.symmetric");
+  refused(w8a8("group"), group + "weights.strategy");
+  q = w8a8();
+  q["format"] = "pack-quantized";
+  refused(q, "quantization_config.format");
 }
 
 json w4a16(json weights) {

@@ -94,6 +94,9 @@ std::vector<Case> cases() {
   MakeModelOptions fp8_block = untied, fp8_channel = untied, fp8_phi3 = phi3, fp8_moe = qwen2_moe;
   for (MakeModelOptions* o : {&fp8_block, &fp8_phi3, &fp8_moe}) o->quantize = "fp8-block";
   fp8_channel.quantize = "fp8-channel";
+  // int8 (W8A8): one byte per projection weight and one scale per output row; fused (Phi-3) too.
+  MakeModelOptions int8 = untied, int8_phi3 = phi3;
+  int8.quantize = int8_phi3.quantize = "int8";
   // 4-bit checkpoints: half a byte per projection weight plus a scale and a zero point per group of
   // 128, with the row-parallel shard starting inside a group at TP=2 (intermediate 640 / 2) and
   // groups of one rank's columns at TP=8; fused (Phi-3) and experts (Qwen2-MoE: 128-wide experts).
@@ -118,7 +121,8 @@ std::vector<Case> cases() {
           {"qwen3", qwen3}, {"phi3", phi3},     {"gemma", gemma},           {"gemma2", gemma2},
           {"gemma3", gemma3}, {"mixtral", mixtral}, {"qwen3_moe", qwen3_moe}, {"qwen2_moe", qwen2_moe},
           {"phi3_longrope", phi3, true},
-          {"fp8_block", fp8_block}, {"fp8_channel", fp8_channel}, {"fp8_phi3", fp8_phi3}, {"fp8_qwen2_moe", fp8_moe}};
+          {"fp8_block", fp8_block}, {"fp8_channel", fp8_channel}, {"fp8_phi3", fp8_phi3}, {"fp8_qwen2_moe", fp8_moe},
+          {"int8", int8}, {"int8_phi3", int8_phi3}};
 }
 
 TEST(ShardBytes, PlanFormulaEqualsLoadedShardForEveryDtypeRankAndStage) {

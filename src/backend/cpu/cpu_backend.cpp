@@ -79,16 +79,26 @@ class CpuBackend final : public Backend {
   }
 
   bool runs_scaled_weights() const override { return true; }
+  bool runs_int8_weights() const override { return true; }
 
   void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
                         int64_t k) override {
     Access a(mem_);
     if (m == 0 || n == 0) return;
+    if (w.values.dtype == DType::I8) {
+      // One scale per output row (per channel or per tensor, model/quantization.h).
+      if (w.scales.dtype != DType::F32 || w.groups != 1)
+        throw Error("matmul_nt_scaled: I8 weights need one F32 scale per output row, got " +
+                    std::to_string(w.groups) + " " + dtype_name(w.scales.dtype) + " scales a row");
+      cpu::gemm_nt_int8(f32(x, "matmul input"), w.values.as<const int8_t>(), w.scales.as<const float>(),
+                        f32_mut(y, "matmul output"), m, n, k);
+      return;
+    }
     const bool int4 = w.values.dtype == DType::I4;
     if ((w.values.dtype != DType::F8E4M3 && !int4) || w.scales.dtype != DType::F32 ||
         (int4 && (w.zeros.empty() || w.zeros.dtype != DType::F32)))
-      throw Error(std::string("matmul_nt_scaled: weights must be F8_E4M3 with F32 scales or I4 with F32 scales and "
-                              "zeros, got ") + dtype_name(w.values.dtype) + " with " + dtype_name(w.scales.dtype));
+      throw Error(std::string("matmul_nt_scaled: weights must be F8_E4M3 or I8 with F32 scales or I4 with F32 "
+                              "scales and zeros, got ") + dtype_name(w.values.dtype) + " with " + dtype_name(w.scales.dtype));
     const cpu::GemmScales s{w.scales.as<const float>(), w.groups, w.group, w.phase,
                             int4 ? w.zeros.as<const float>() : nullptr};
     if (int4)

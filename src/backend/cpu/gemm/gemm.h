@@ -58,6 +58,18 @@ void gemm_nt_scaled(const float* x, const uint8_t* w, const GemmScales& scales, 
 void gemm_nt_int4(const float* x, const uint8_t* w, const GemmScales& scales, float* y, int64_t m, int64_t n,
                   int64_t k, GemmPath path = GemmPath::Auto);
 
+// W8A8 (8-bit integer weights, compressed-tensors int-quantized): w is [n][k] I8 values with one
+// fp32 scale per output row. Each row i of x is quantized first, symmetric per token as vLLM's
+// dynamic int8 activations are: s_i = max_c |x[i][c]| / 127, q[i][c] = x[i][c] / s_i rounded to
+// nearest even (clamped to +-127; a zero row quantizes to zeros, a row with a NaN or infinity
+// gives NaN outputs); then an exact int32 dot product, scaled back:
+//   y[i][j] = float(sum_c q[i][c] * w[j][c]) * s_i * scales[j]   (left to right, in fp32).
+// Both kernels (AVX512-VNNI, portable) compute exactly that, bit for bit. k at most 131072 (the
+// int32 sums cannot overflow). Parallel over the OpenMP team like gemm_nt.
+void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t m, int64_t n, int64_t k);
+// Whether gemm_nt_int8 takes the AVX512-VNNI kernel (the CPU has it and no test forced a lower ISA).
+bool gemm_int8_uses_vnni();
+
 // The path Auto takes for this shape and type, and its name ("row-blocked", "broadcast",
 // "panel-sgemm").
 GemmPath gemm_auto_path(DType wtype, int64_t m, int64_t n, int64_t k);

@@ -32,6 +32,19 @@ void widen_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_int4_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 
+// W8A8 (gemm_int8.cpp): rows of x already quantized to int8 (gemm.h's gemm_nt_int8), against
+// int8 weight rows [n0, n1) with one scale each.
+struct Int8Args {
+  const int8_t* xq;      // [m][k]
+  const float* xscale;   // [m]
+  const int32_t* xsum;   // [m]: sum of each row's q (the VNNI kernel's offset correction)
+  const int8_t* w;       // [n][k]
+  const float* wscale;   // [n]
+  float* y;              // [m][ldy]
+  int64_t ldy, m, n, k;
+};
+void int8_rows_portable(const Int8Args& a, int64_t n0, int64_t n1);
+
 #if defined(__x86_64__) || defined(__i386__)
 // AVX2 + FMA + F16C (callers check the CPU first).
 void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
@@ -62,6 +75,10 @@ void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* terms);
 // 4-bit weights, one row of x (gemm_dequant_avx512.cpp): the AVX2 m = 1 kernel's results to the
 // last bit with one op fewer per 8 weights; takes what quant_rows_m1_avx2_takes takes.
 void int4_rows_m1_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
+// AVX512-VNNI (gemm_int8_vnni.cpp): vpdpbusd takes unsigned x signed bytes, so the weights go in
+// as w + 128 (w xor 0x80) and each row's 128 * sum(q) comes off again; the same integers as the
+// portable kernel.
+void int8_rows_vnni(const Int8Args& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX512 1
 #endif
 
