@@ -159,11 +159,12 @@ void expect_exact_weights(CudaVsCpu& t, const Quantized& q, const std::string& w
         for (int64_t c = 0; c < q.k; ++c) nan_row |= std::isnan(want_w[size_t(r * q.k + c)]);
         for (int64_t i = 0; i < cols; ++i) {
           const float got = y[size_t(i * q.n + r)], want = want_w[size_t(r * q.k + c0 + i)];
-          if (nan_row)
+          if (nan_row) {
             EXPECT_TRUE(std::isnan(got)) << what << " row " << r;
-          else
+          } else {
             ASSERT_EQ(got, want) << what << (sliced ? " (bf16 slices)" : " (GEMV)") << " row " << r << " column "
                                  << c0 + i;
+          }
         }
       }
     }
