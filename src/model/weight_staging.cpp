@@ -146,7 +146,7 @@ LinearWeight WeightStaging::upload_linear(Backend& be) {
   }
   if (!be.runs_scaled_weights())
     throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
-                " backend does not run quantized checkpoints yet (the CPU backend does)");
+                " backend does not run quantized checkpoints (the CPU and CUDA backends do)");
   lw.values = be.alloc(bytes_.size(), values_);
   if (!bytes_.empty()) be.upload(lw.values.view(), bytes_.data(), bytes_.size());
   lw.scales = be.alloc(scales_.size(), DType::F32);
