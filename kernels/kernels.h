@@ -150,6 +150,19 @@ void paged_attention(BufferView q, int64_t q_stride, BufferView k_cache, BufferV
                      int64_t q_heads, BufferView out, const AttentionGrid& grid, float* scratch, const StepView& step,
                      cudaStream_t stream);
 
+// dequantize.cu — rows [r0, r0 + rows) of quantized weights (backend.h's ScaledWeightView:
+// F8_E4M3, or I4 with zero points) of k columns into `out`, BF16 [rows][k]: value * scale or
+// (value - zero) * scale in fp32, rounded to bf16.  CPU: dequant_fp8_portable /
+// dequant_int4_portable (src/backend/cpu/gemm/gemm_dequant.cpp).
+void dequantize_rows(const ScaledWeightView& w, int64_t r0, int64_t rows, int64_t k, BufferView out,
+                     cudaStream_t stream);
+// quantized_gemv.cu — y[m,n] = x[m,k] · wᵀ for m <= kQuantizedGemvMaxRows (decode), the weights
+// dequantized in registers to the fp32 values dequantize_rows rounds, fp32 accumulation; x and y
+// F32 or BF16.  CPU: quant_rows_m1 (src/backend/cpu/gemm/quant_rows_m1.h).
+inline constexpr int kQuantizedGemvMaxRows = 8;
+void quantized_gemv(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n, int64_t k,
+                    cudaStream_t stream);
+
 // convert.cu — element-wise dtype conversion (F32/BF16/F16, round to nearest even): the GEMM's
 // operand conversions.  CPU: bf16_to_f32 / f32_to_bf16 / f16 twins in backend/dtype.h.
 void convert(BufferView in, BufferView out, size_t count, cudaStream_t stream);

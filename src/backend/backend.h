@@ -130,7 +130,7 @@ class Backend {
   // activation dtype or F32).
   virtual void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) = 0;
   // The same with quantized weights (dequantized a slice at a time inside the GEMM). Only where
-  // runs_scaled_weights() (the CPU backend); the loader refuses quantized checkpoints elsewhere.
+  // runs_scaled_weights() (the CPU and CUDA backends); the loader refuses quantized checkpoints elsewhere.
   virtual bool runs_scaled_weights() const { return false; }
   // I8 weights (W8A8: x quantized to int8 per row inside the GEMM) are a second question: a backend
   // that runs fp8 and 4-bit weights need not run them.

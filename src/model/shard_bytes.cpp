@@ -1,5 +1,8 @@
 #include "model/shard_bytes.h"
 
+#include <algorithm>
+
+#include "backend/dequantize_slices.h"
 #include "model/model_family.h"
 #include "model/rope_frequencies.h"
 #include "model/shard_ranges.h"
@@ -29,6 +32,8 @@ struct ShardElements {
   // Experts' share of each in expert_*.
   int64_t quantized = 0, quantized_bytes = 0, scales = 0;
   int64_t expert_quantized = 0, expert_quantized_bytes = 0, expert_scales = 0;
+  // The CUDA backend's BF16 dequantize scratch for the largest of those projections.
+  int64_t dequantize_scratch = 0;
 };
 
 // Moves a [rows, cols] slice (input columns from col0 of weight_cols) from linear to quantized.
@@ -41,6 +46,7 @@ void quantized_slice(const QuantizationConfig& q, int64_t rows, int64_t col0, in
   e.quantized += values;
   e.quantized_bytes += bytes;
   e.scales += scales;
+  if (times > 0 && rows > 0) e.dequantize_scratch = std::max(e.dequantize_scratch, dequantize_scratch_bytes(rows, cols));
   if (!expert) return;
   e.experts -= values;
   e.expert_quantized += values;
@@ -127,6 +133,10 @@ int64_t shard_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, 
 int64_t shard_expert_weight_bytes(const ModelConfig& cfg, const ShardPlacement& place, DType weight_dtype) {
   const ShardElements e = shard_elements(cfg, place);
   return e.experts * static_cast<int64_t>(dtype_size(weight_dtype)) + e.expert_quantized_bytes + e.expert_scales * 4;
+}
+
+int64_t shard_dequantize_scratch_bytes(const ModelConfig& cfg, const ShardPlacement& place) {
+  return shard_elements(cfg, place).dequantize_scratch;
 }
 
 // Declared in model/llama_shard.h (for `plan`); defined here beside shard_weight_bytes, from the same count.

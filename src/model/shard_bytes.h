@@ -20,6 +20,10 @@ int64_t shard_weight_bytes(const ModelConfig& config, const ShardPlacement& plac
 // each under parallel.experts: tensor, whole experts under expert): 0 for a dense model.
 int64_t shard_expert_weight_bytes(const ModelConfig& config, const ShardPlacement& placement, DType weight_dtype);
 
+// The CUDA backend's dequantize scratch on this shard (backend/dequantize_slices.h): a BF16 slice
+// of the largest quantized projection it holds, bounded; 0 without quantized weights.
+int64_t shard_dequantize_scratch_bytes(const ModelConfig& config, const ShardPlacement& placement);
+
 // KV cache bytes per token of one rank: K and V, its KV heads (replicated when TP > KV heads),
 // head_dim, for `layers` layers, in the cache dtype.
 int64_t kv_bytes_per_token_of_rank(const ModelConfig& config, int tensor, int tp_rank, int64_t layers, DType kv_dtype);

@@ -150,7 +150,7 @@ LinearWeight WeightStaging::upload_linear(Backend& be) {
   }
   if (!be.runs_scaled_weights())
     throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
-                " backend does not run quantized checkpoints yet (the CPU backend does)");
+                " backend does not run quantized checkpoints (the CPU and CUDA backends do)");
   if (values_ == DType::I8 && !be.runs_int8_weights())
     throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
                 " backend does not run int8 (W8A8) weights yet (the CPU backend does)");

@@ -80,7 +80,8 @@ int64_t kv_bytes_per_token_per_rank(const ModelConfig& config, const Layout& lay
 //   + max_seqs x vocab/TP x 4 B (logits of the rows that sample)
 //   + kWorkspaceFactor x the MoE block's scratch at max_batch_tokens, in float32 (its buffers grow
 //     by a quarter at a time) + its host routing buffers on the CPU (mixture-of-experts models)
-//   + kDeviceContextBytes when an accelerator's memory was given.
+//   + kDeviceContextBytes and, for a quantized checkpoint, the CUDA backend's dequantize scratch
+//     (shard_dequantize_scratch_bytes) when an accelerator's memory was given.
 int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
   const int t = layout.tensor;
   const int64_t H = config.hidden_size, hd = config.head_dim;
@@ -94,7 +95,15 @@ int64_t reserved_bytes_per_rank(const ModelConfig& config, const Layout& layout,
   const int64_t moe = moe_scratch_bytes_per_rank(config, layout, in);
   const int64_t moe_host = in.accelerator ? 0 : moe_routing_host_bytes(config, in.max_batch_tokens);
   return static_cast<int64_t>(std::ceil(activations + kWorkspaceFactor * static_cast<double>(moe))) + moe_host +
-         logits + (in.accelerator ? kDeviceContextBytes : 0);
+         logits + (in.accelerator ? kDeviceContextBytes + dequantize_scratch_bytes_per_rank(config, layout, in) : 0);
+}
+
+int64_t dequantize_scratch_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in) {
+  int64_t most = 0;
+  for (int s = 0; s < layout.pipeline; ++s)
+    for (int r = 0; r < layout.tensor; ++r)
+      most = std::max(most, shard_dequantize_scratch_bytes(config, placement_in(config, layout, s, r, in.experts)));
+  return most;
 }
 
 // The MoE block's scratch (one block per rank, shared by its layers) at max_batch_tokens, float32.

@@ -18,7 +18,8 @@
 //                       dtype bytes x the stage's layers (stops shrinking once TP exceeds the KV
 //                       heads: heads are replicated) — the same function ModelRunner sizes with.
 //   reserved            activation/workspace estimate (see reserved_bytes_per_rank), plus a fixed
-//                       device context (1 GiB) when an accelerator's memory was given; for
+//                       device context (1 GiB) and, for a quantized checkpoint, the CUDA backend's
+//                       BF16 dequantize scratch when an accelerator's memory was given; for
 //                       mixture-of-experts models also the MoE block's scratch at max_batch_tokens
 //                       (model/moe.h's moe_scratch: router logits, gathered rows, expert
 //                       gate/up/act/outputs, under the job's parallel.experts) and, on the CPU, its
@@ -142,5 +143,7 @@ Plan make_plan(const ModelConfig& config, const PlanInputs& in);
 // empty for a dense model.
 std::vector<ExpertSplitComparison> compare_expert_splits(const ModelConfig& config, const PlanInputs& in);
 int64_t moe_scratch_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
+// A quantized checkpoint's dequantize scratch on CUDA (model/shard_bytes.h), max over the ranks; 0 otherwise.
+int64_t dequantize_scratch_bytes_per_rank(const ModelConfig& config, const Layout& layout, const PlanInputs& in);
 
 }  // namespace tpbatch

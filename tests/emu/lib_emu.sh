@@ -54,3 +54,16 @@ for name in ("output_tokens", "output_logprobs"):
 print(f"identical: {a['done'].shape[0]} rows")
 PY
 }
+
+# score_input RESULTS.h5 OUT.jsonl: each row's prompt + generated tokens as a `tokens` line, so a
+# score job compares every position of one run's text on both devices.
+score_input() {
+  $PY - "$1" "$2" <<'PY'
+import h5py, json, sys
+f = h5py.File(sys.argv[1], "r")
+with open(sys.argv[2], "w") as out:
+    for i in range(f["done"].shape[0]):
+        toks = [int(t) for t in f["prompt_tokens"][i]] + [int(t) for t in f["output_tokens"][i]]
+        out.write(json.dumps({"id": f["id"][i].decode(), "tokens": toks}) + "\n")
+PY
+}

@@ -57,14 +57,7 @@ for family in ${FAMILIES:-llama qwen3 phi3 gemma2 gemma3 mixtral qwen3moe qwen2m
   # greedy runs are compared through the scores below only.
   case $family in mixtral | qwen3moe | qwen2moe) ;; *) agree "$WORK/$family-cuda.h5" "$WORK/$family-cpu.h5" "$family generate, TP=1" "${TOL[@]}" ;; esac
   # The CPU's prompts + generations, scored on both devices.
-  $PY - "$WORK/$family-cpu.h5" "$WORK/$family-scored.jsonl" <<'PY'
-import h5py, json, sys
-f = h5py.File(sys.argv[1], "r")
-with open(sys.argv[2], "w") as out:
-    for i in range(f["done"].shape[0]):
-        toks = [int(t) for t in f["prompt_tokens"][i]] + [int(t) for t in f["output_tokens"][i]]
-        out.write(json.dumps({"id": f["id"][i].decode(), "tokens": toks}) + "\n")
-PY
+  score_input "$WORK/$family-cpu.h5" "$WORK/$family-scored.jsonl"
   on cpu 1 "$WORK/score.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-score-cpu.h5" \
     --set input.tokens_field=tokens --set input.path="$WORK/$family-scored.jsonl"
   on cuda 1 "$WORK/score.yaml" --set model="$WORK/$family" --set output.path="$WORK/$family-score-cuda.h5" \

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "backend/dequantize_slices.h"
 #include "common/error.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
@@ -118,6 +119,25 @@ TEST(PlanLedger, StoriesReservedBytesFollowTheDocumentedEstimate) {
   EXPECT_EQ(reserved_bytes_per_rank(cfg, Layout{1, 1, 1}, in), 2 * 4096 * 900 * 4 + 64 * 512 * 4);
   in.accelerator = true;
   EXPECT_EQ(reserved_bytes_per_rank(cfg, Layout{1, 1, 1}, in), 2 * 4096 * 900 * 4 + 64 * 512 * 4 + kGiB);
+}
+
+TEST(PlanLedger, QuantizedCheckpointsOnCudaReserveTheDequantizeScratchOfTheLargestProjection) {
+  const ModelConfig dense = stories();
+  ModelConfig fp8 = dense;
+  fp8.quantization.method = "fp8";
+  fp8.quantization.granularity = ScaleGranularity::Block;
+  fp8.quantization.block_rows = fp8.quantization.block_cols = 128;
+  PlanInputs in;
+  in.accelerator = true;
+  auto extra = [&](Layout l) { return reserved_bytes_per_rank(fp8, l, in) - reserved_bytes_per_rank(dense, l, in); };
+  // gate|up is the largest: 2 x 172 rows of 64 columns, then 2 x 86 at TP=2, in bf16.
+  EXPECT_EQ(extra(Layout{1, 1, 1}), 2 * 172 * 64 * 2);
+  EXPECT_EQ(extra(Layout{2, 2, 1}), 2 * 86 * 64 * 2);
+  in.accelerator = false;  // the CPU backend dequantizes into its own per-thread slices
+  EXPECT_EQ(extra(Layout{1, 1, 1}), 0);
+  // Bounded: Llama-8B's gate|up (2 x 14336 rows of 4096) goes in slices of 8192 rows, 64 MiB.
+  EXPECT_EQ(dequantize_slice_rows(2 * 14336, 4096), 8192);
+  EXPECT_EQ(dequantize_scratch_bytes(2 * 14336, 4096), int64_t{64} << 20);
 }
 
 TEST(PlanLedger, StoriesKvTokensAndRowsInOneGiB) {

@@ -16,7 +16,8 @@
 //   the destructors cannot throw: when their wait fails they mark the backend aborted and leave
 //   the memory to the process exit.
 // Where: lifetime, waits and device queries in cuda_backend.cpp; memory in cuda_memory.cpp; the
-// step buffer and attention in cuda_step.cpp; the other operations in cuda_ops.cpp.
+// step buffer and attention in cuda_step.cpp; quantized weights in cuda_quantized.cpp; the other
+// operations in cuda_ops.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -49,6 +50,9 @@ class CudaBackend final : public Backend {
   void begin_step(const StepBatch& step) override;
 
   void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) override;
+  bool runs_scaled_weights() const override { return true; }
+  void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
+                        int64_t k) override;
   void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) override;
   void add(BufferView x, BufferView y, size_t count) override;
   void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps) override;
@@ -96,7 +100,11 @@ class CudaBackend final : public Backend {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  void* scratch(Scratch& s, size_t bytes, const char* what);
+  // Grows to twice the old size at least (few regrowths), or with `exact` to `bytes` alone (the
+  // dequantize scratch, which `plan` counts at its largest need).
+  void* scratch(Scratch& s, size_t bytes, const char* what, bool exact = false);
+  // y (row stride ldy >= n) = x · wᵀ by cuBLAS, x and w both in w's GEMM dtype, y F32 or w's dtype.
+  void cublas_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k, int64_t ldy);
   void wait_event(cudaEvent_t event, const char* what);
   void mark_aborted(const std::string& why) noexcept;  // the first call's reason is kept
   void ensure_pinned(void*& buffer, size_t& cap, size_t bytes);
@@ -130,6 +138,7 @@ class CudaBackend final : public Backend {
   size_t stage_cap_ = 0;
 
   Scratch attention_scratch_, logit_scratch_, gemm_x_, gemm_y_;
+  Scratch dequantized_;  // matmul_nt_scaled's BF16 slice of weights (backend/dequantize_slices.h)
 
   // weighted_row_sum(): the slots and weights of the MoE combine, pinned then on the device.
   void* moe_pinned_ = nullptr;

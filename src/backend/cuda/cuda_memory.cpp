@@ -126,7 +126,7 @@ size_t CudaBackend::memory_available() const {
   return free;
 }
 
-void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
+void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what, bool exact) {
   if (bytes <= s.bytes) return s.data;
   // The old block may still be read by queued kernels, and cudaFree waits for the whole device:
   // the watched wait drains the stream first, or aborts on a dead peer instead of hanging.
@@ -135,7 +135,7 @@ void* CudaBackend::scratch(Scratch& s, size_t bytes, const char* what) {
     TPBATCH_CUDA_CHECK(cudaFree(s.data));
     s.data = nullptr;
   }
-  const size_t want = std::max(bytes, 2 * s.bytes);
+  const size_t want = exact ? bytes : std::max(bytes, 2 * s.bytes);
   s.bytes = 0;
   TPBATCH_CUDA_CHECK(cudaMalloc(&s.data, want));
   s.bytes = want;

@@ -30,7 +30,7 @@ void CudaBackend::matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m,
   // TF32 tensor cores). The output goes straight to y when cuBLAS can write y's dtype, else
   // through F32 scratch.
   const DType ab = w.dtype;
-  const cudaDataType_t ab_type = cuda_type(ab);
+  (void)cuda_type(ab);  // refuses a weight dtype cuBLAS does not take before anything is queued
   BufferView xb = x;
   if (x.dtype != ab) {
     xb = BufferView{scratch(gemm_x_, static_cast<size_t>(m * k) * dtype_size(ab), "CUDA matmul scratch"), ab};
@@ -41,17 +41,22 @@ void CudaBackend::matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m,
   BufferView yc = direct ? y
                          : BufferView{scratch(gemm_y_, static_cast<size_t>(m * n) * sizeof(float), "CUDA matmul scratch"),
                                       DType::F32};
-  const cublasComputeType_t compute = ab == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  const float one = 1.0f, zero = 0.0f;
-  // Row-major y[m,n] = x[m,k] w[n,k]^T is column-major y^T (n x m) = w (k x n)^T · x^T (k x m).
-  TPBATCH_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                                    static_cast<int>(k), &one, w.data, ab_type, static_cast<int>(k), xb.data, ab_type,
-                                    static_cast<int>(k), &zero, yc.data, cuda_type(yc.dtype), static_cast<int>(n),
-                                    compute, CUBLAS_GEMM_DEFAULT));
+  cublas_nt(xb, w, yc, m, n, k, n);
   if (!direct) {
     kernels::convert(yc, y, static_cast<size_t>(m * n), stream_);
     TPBATCH_CUDA_LAUNCHED("convert (matmul_nt output)");
   }
+}
+
+void CudaBackend::cublas_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k, int64_t ldy) {
+  const cudaDataType_t ab_type = cuda_type(w.dtype);
+  const cublasComputeType_t compute = w.dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float one = 1.0f, zero = 0.0f;
+  // Row-major y[m,n] = x[m,k] w[n,k]^T is column-major y^T (n x m) = w (k x n)^T · x^T (k x m).
+  TPBATCH_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                                    static_cast<int>(k), &one, w.data, ab_type, static_cast<int>(k), x.data, ab_type,
+                                    static_cast<int>(k), &zero, y.data, cuda_type(y.dtype), static_cast<int>(ldy),
+                                    compute, CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) {
