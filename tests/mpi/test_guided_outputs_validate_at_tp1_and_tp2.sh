@@ -2,8 +2,8 @@
 # Constrained generation (guided.* / guided_* / response_format) on the real stories260K model:
 # every row of tests/data/guided_schemas/ (real-world schemas) either validates with Python's
 # jsonschema or is an error row naming the unsupported keyword; regex rows re.fullmatch their
-# regex, choice rows are one of the choices, greedy and sampled; TP=2 and DP=2 (one row at a
-# time) give the same tokens as TP=1 (each TP rank masks its own vocabulary shard). Edges: a regex
+# regex, choice rows are one of the choices, greedy and sampled; TP=2, PP=2 and DP=2 (one row at
+# a time) give the same tokens as TP=1 (each TP rank masks its own vocabulary shard). Edges: a regex
 # that admits only the empty string ends at EOS ("stop"), a dead end is an error row naming the
 # position, max_new_tokens hit mid-object finishes "length", a stop string inside the constrained
 # text ends the row there (vLLM's behaviour), a grammar is an error row naming guided_grammar; a
@@ -68,6 +68,9 @@ write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/tp1.h5" \
 mpirun_tpbatch 1 "$WORK/job.yaml" 2>"$WORK/tp1.log" || { cat "$WORK/tp1.log"; fail "TP=1 run failed"; }
 mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/tp2.h5" --set parallel.tensor=2 2>"$WORK/tp2.log" ||
   { cat "$WORK/tp2.log"; fail "TP=2 run failed"; }
+# PP=2: the masks travel with the step to the last stage, which holds the LM head.
+mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/pp2.h5" --set parallel.pipeline=2 2>"$WORK/pp2.log" ||
+  { cat "$WORK/pp2.log"; fail "PP=2 run failed"; }
 # Two replicas, one row at a time each: other batches, the same tokens (the matcher's state is the row's own).
 mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/dp2.h5" --set engine.max_seqs=1 2>"$WORK/dp2.log" ||
   { cat "$WORK/dp2.log"; fail "DP=2 run failed"; }
@@ -77,6 +80,7 @@ w, folder = sys.argv[1], sys.argv[2]
 a, b = h5py.File(f"{w}/tp1.h5", "r"), h5py.File(f"{w}/tp2.h5", "r")
 toks = lambda g: [list(map(int, t)) for t in g["output_tokens"][:]]
 assert toks(a) == toks(b), "TP=2 generated other tokens than TP=1"
+assert toks(a) == toks(h5py.File(f"{w}/pp2.h5", "r")), "PP=2 generated other tokens than TP=1"
 assert toks(a) == toks(h5py.File(f"{w}/dp2.h5", "r")), "DP=2 with max_seqs 1 generated other tokens than TP=1"
 ids = [x.decode() for x in a["id"][:]]
 fin = [x.decode() for x in a["finish_reason"][:]]
