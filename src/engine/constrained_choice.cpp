@@ -15,15 +15,41 @@ bool constraint_applies(const Sequence& s) {
   return !inside_reasoning(s);
 }
 
-TokenChoice choose_constrained(const Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
-  const SamplingParams& p = s.sampling;
-  guided::Constraint& c = *s.constraint;
-  const std::vector<int32_t>& allowed = c.allowed(s.constraint_state);
-  const bool may_end = s.num_generated() >= p.min_tokens && !p.ignore_eos;
-  const bool eos_allowed = c.complete(s.constraint_state) && may_end && !s.eos_ids.empty();
-  if (allowed.empty() && !eos_allowed)
-    return TokenChoice{c.complete(s.constraint_state) && s.eos_ids.empty() ? kConstraintComplete : kConstraintDeadEnd, 0, {}};
+namespace {
 
+// EOS ends a constrained row only at a whole match, once the row may end.
+bool eos_allowed(const Sequence& s) {
+  const SamplingParams& p = s.sampling;
+  const bool may_end = s.num_generated() >= p.min_tokens && !p.ignore_eos;
+  return s.constraint->complete(s.constraint_state) && may_end && !s.eos_ids.empty();
+}
+
+}  // namespace
+
+int32_t constraint_end(const Sequence& s) {
+  guided::Constraint& c = *s.constraint;
+  if (!c.allowed(s.constraint_state).empty() || eos_allowed(s)) return 0;
+  return c.complete(s.constraint_state) && s.eos_ids.empty() ? kConstraintComplete : kConstraintDeadEnd;
+}
+
+void add_constraint_mask(const Sequence& s, int64_t request, StepInputs& in) {
+  TokenMaskWriter mask = in.mask_writer();
+  mask.begin(request);
+  for (int32_t id : s.constraint->allowed(s.constraint_state)) mask.allow(id);
+  if (eos_allowed(s))
+    for (int32_t id : s.eos_ids) mask.allow(id);
+}
+
+TokenChoice choose_constrained(const Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
+  if (const int32_t end = constraint_end(s)) return TokenChoice{end, 0, {}};
+  if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend from the masked logits
+  if (!full) {  // greedy, masked on the vocabulary shards (add_constraint_mask)
+    if (res.allowed_argmax < 0) return TokenChoice{kConstraintDeadEnd, 0, {}};  // allowed ids all past the model's vocabulary
+    return TokenChoice{res.allowed_argmax, res.allowed_max_logit, {}};
+  }
+  // The host path, for rows that need their full logits anyway (penalties, top_logprobs, sampling
+  // without a backend draw).
+  const SamplingParams& p = s.sampling;
   const float* source = full;
   thread_local std::vector<float> penalized;  // the row's logits after its penalties
   if (p.penalized()) {
@@ -33,9 +59,9 @@ TokenChoice choose_constrained(const Sequence& s, const LogitResult& res, const 
   }
   thread_local std::vector<float> masked;  // only the allowed tokens keep a logit
   masked.assign(static_cast<size_t>(vocab), -std::numeric_limits<float>::infinity());
-  for (int32_t id : allowed)
+  for (int32_t id : s.constraint->allowed(s.constraint_state))
     if (id < vocab) masked[id] = source[id];
-  if (eos_allowed)
+  if (eos_allowed(s))
     for (int32_t id : s.eos_ids)
       if (id >= 0 && id < vocab) masked[id] = source[id];
 

@@ -7,6 +7,7 @@
 
 #include "engine/output_processor.h"
 #include "engine/sequence.h"
+#include "model/step_inputs.h"
 
 namespace tpbatch {
 
@@ -20,6 +21,17 @@ inline constexpr int32_t kConstraintComplete = -2;  // a whole match with nothin
 // text itself is free.
 bool constraint_applies(const Sequence& s);
 
+// 0 while some token (or EOS) can continue the row, else the marker that ends it; from the
+// matcher state alone, so the host knows it before any logits.
+int32_t constraint_end(const Sequence& s);
+
+// The row's allowed tokens at its matcher state (EOS among them only at a whole match), shipped
+// with the step for logits request `request`: the LM head masks each vocabulary shard with them,
+// so a greedy row needs no full logits and a sampled one is drawn on the backend.
+void add_constraint_mask(const Sequence& s, int64_t request, StepInputs& in);
+
+// The row's token: the end marker; else the backend's draw or masked argmax (LogitResult's
+// allowed_* fields) when it came without full logits; else masked here, after its penalties.
 TokenChoice choose_constrained(const Sequence& s, const LogitResult& res, const float* full_logits, int64_t vocab);
 
 // Ends the row for one of the markers above.

@@ -22,15 +22,16 @@ bool masks_ends(const Sequence& s) { return s.num_generated() < s.sampling.min_t
 
 bool needs_full_logits(const Sequence& s) {
   const SamplingParams& p = s.sampling;
-  // A forced </think> needs its own logit for the logprob recorded; a constraint masks the logits.
-  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s) || forces_end_of_reasoning(s) ||
-         constraint_applies(s);
+  // A forced </think> needs its own logit for the logprob recorded. A constraint alone does not:
+  // its mask goes with the step to the vocabulary shards (add_constraint_mask).
+  return !p.greedy() || p.penalized() || p.top_logprobs > 0 || masks_ends(s) || forces_end_of_reasoning(s);
 }
 
 bool draws_on_backend(const Sequence& s) {
   const SamplingParams& p = s.sampling;
+  // A constrained row is drawn from its masked logits, unless nothing can continue it.
   return !p.greedy() && !p.penalized() && p.top_logprobs == 0 && !masks_ends(s) && !forces_end_of_reasoning(s) &&
-         !constraint_applies(s);
+         !(constraint_applies(s) && constraint_end(s) != 0);
 }
 
 // The draw's key is the one choose() uses on the host: (line, generated tokens, sample).
@@ -114,7 +115,6 @@ void OutputProcessor::generate(Sequence& s, const LogitResult& res, const float*
 TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, const float* full, int64_t vocab) {
   const SamplingParams& p = s.sampling;
   TokenChoice c{res.argmax, res.max_logit, {}};
-  if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
   if (forces_end_of_reasoning(s)) {  // the thinking budget is spent: </think>, whatever the logits say
     if (!full) throw Error("internal error: a row whose thinking budget is spent came without its logits");
     c.token = s.think.close_id;
@@ -122,8 +122,9 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
     if (p.top_logprobs > 0) c.alternatives = top_logprobs(full, vocab, p.top_logprobs, res.log_z);
     return c;
   }
-  if (!full) return c;
   if (constraint_applies(s)) return choose_constrained(s, res, full, vocab);
+  if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
+  if (!full) return c;
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
   // unmodified distribution (docs/results-file.md: /output_logprobs).
   const float* pick_from = full;
@@ -176,7 +177,9 @@ void OutputProcessor::process(const std::vector<StepChunk>& step, const StepResu
     if (e.seq->scoring) {
       r += static_cast<size_t>(e.num_requests);
     } else if (e.samples) {
-      if (e.drawn && results.at(r).token < 0) throw Error("internal error: a drawn row's token did not come back");
+      // (A masked row whose allowed tokens all lie past the model's vocabulary has nothing to draw.)
+      if (e.drawn && results.at(r).token < 0 && results.at(r).allowed_argmax >= 0)
+        throw Error("internal error: a drawn row's token did not come back");
       generating.push_back({e.seq, &results.at(r++), e.full ? out.full_logits.data() + (f++) * vocab : nullptr});
     }
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "engine/constrained_choice.h"
 #include "engine/output_processor.h"
 #include "engine/prefix_cache.h"
 
@@ -97,8 +98,10 @@ void Scheduler::add_chunk(StepInputs& in, std::vector<StepChunk>& step, Sequence
   } else if (p0 + n == total) {
     e.drawn = limits_.backend_draws && draws_on_backend(s);
     e.full = needs_full_logits(s) && !e.drawn;
-    if (e.drawn) in.draws.push_back(DrawRequest{static_cast<int64_t>(in.logits.size()), draw_params(s)});
+    const int64_t request = static_cast<int64_t>(in.logits.size());
+    if (e.drawn) in.draws.push_back(DrawRequest{request, draw_params(s)});
     in.logits.push_back(LogitRequest{row0 + n - 1, -1, e.full});
+    if (!e.full && constraint_applies(s)) add_constraint_mask(s, request, in);  // masked on the vocabulary shards
     e.num_requests = 1;
     e.samples = true;
   }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "model/logit_combine.h"
 #include "model/shard_bytes.h"
 
 namespace tpbatch {
@@ -217,9 +218,12 @@ void ModelRunner::draw_pass(const StepInputs& in, int64_t p0, int64_t n, BufferV
   for (const DrawRequest& d : in.draws) {
     if (d.request < p0 || d.request >= p0 + n) continue;
     if (in.logits[d.request].full) throw Error("internal error: a row both drawn and brought to the host");
+    const bool masked = mask_of_request_[d.request - p0] >= 0;
+    if (masked && results[d.request].allowed_argmax < 0) continue;  // nothing to draw from: the host ends the row
     draw_rows_.push_back(d.request - p0);
     draw_params_.push_back(d.params);
-    draw_max_.push_back(results[d.request].max_logit);
+    const LogitResult& res = results[d.request];
+    draw_max_.push_back(masked ? res.allowed_max_logit : res.max_logit);
   }
   const int64_t nd = static_cast<int64_t>(draw_rows_.size());
   if (nd == 0) return;
@@ -250,32 +254,6 @@ void ModelRunner::draw_pass(const StepInputs& in, int64_t p0, int64_t n, BufferV
   }
 }
 
-namespace {
-
-// Each of a pass's n rows from the shards' statistics (all: [tp][n], in vocabulary order): the
-// global argmax (the first maximum is the lowest id), the maximum, log Σexp and the target logit.
-void combine_logit_stats(const std::vector<LogitStats>& all, int64_t n, int tp, LogitResult* results) {
-  for (int64_t i = 0; i < n; ++i) {
-    LogitResult& res = results[i];
-    float mx = -std::numeric_limits<float>::infinity();
-    int32_t arg = 0;
-    float target = std::numeric_limits<float>::quiet_NaN();
-    for (int r = 0; r < tp; ++r) {  // shards are in vocabulary order: the first maximum is the lowest id
-      const LogitStats& st = all[r * n + i];
-      if (st.max_logit > mx) mx = st.max_logit, arg = st.argmax;
-      if (!std::isnan(st.target_logit)) target = st.target_logit;
-    }
-    double z = 0.0;
-    for (int r = 0; r < tp; ++r) z += all[r * n + i].sum_exp * std::exp(static_cast<double>(all[r * n + i].max_logit) - mx);
-    res.argmax = arg;
-    res.max_logit = mx;
-    res.log_z = static_cast<float>(mx + std::log(z));
-    res.target_logit = target;
-  }
-}
-
-}  // namespace
-
 void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>& results,
                                  std::vector<float>& full_logits) {
   const ModelConfig& c = shard_.config;
@@ -296,19 +274,68 @@ void ModelRunner::compute_logits(const StepInputs& in, std::vector<LogitResult>&
     BufferView hrows = scratch(hrows_, un * H, act_);
     BufferView normed = scratch(normed_, un * H, act_);
     BufferView logits = scratch(logits_, un * vn, DType::F32);
-    BufferView stats = scratch(stats_, un * 4, DType::F32);  // LogitStats is 4 words
-    BufferView all_stats = scratch(all_stats_, un * 4 * tp, DType::F32);
+    const int64_t nm = pass_masks(in, p0, n);
+    // One allgather carries both: each row's unmasked statistics, then the masked rows' ones.
+    const size_t rows_of_stats = un + static_cast<size_t>(nm);
+    BufferView stats = scratch(stats_, rows_of_stats * 4, DType::F32);  // LogitStats is 4 words
+    BufferView all_stats = scratch(all_stats_, rows_of_stats * 4 * tp, DType::F32);
     be_.gather_logit_rows(x_.view(), H, p0, n, hrows);
     be_.rmsnorm(hrows, shard_.final_norm.view(), normed, n, H, static_cast<float>(c.rms_norm_eps));
     be_.matmul_nt(normed, shard_.lm_head_weights(), logits, n, vn, H);
     if (c.final_logit_softcap > 0) be_.softcap(logits, un * vn, static_cast<float>(c.final_logit_softcap));  // Gemma 2
     be_.logit_stats(logits, n, vn, v0, p0, stats);
-    tp_.allgather(stats, all_stats, un * sizeof(LogitStats));
-    all.resize(un * tp);
+    if (nm > 0) mask_pass(in, p0, logits, stats.at(static_cast<int64_t>(un) * 4));
+    tp_.allgather(stats, all_stats, rows_of_stats * sizeof(LogitStats));
+    all.resize(rows_of_stats * tp);
     be_.download(all_stats, all.data(), all.size() * sizeof(LogitStats));
-    combine_logit_stats(all, n, tp, results.data() + p0);
+    const int64_t stride = static_cast<int64_t>(rows_of_stats);
+    combine_logit_stats(all, stride, n, tp, results.data() + p0);
+    masked_results_.clear();
+    for (const int64_t row : mask_rows_) masked_results_.push_back(&results[p0 + row]);
+    combine_allowed_maxima(all, stride, n, nm, tp, masked_results_);
     draw_pass(in, p0, n, logits, results);
     full_done += gather_full_logits(in, p0, n, logits, full_logits.data() + full_done * V);
+  }
+}
+
+// The pass's masked rows (of its logits buffer) in request order, and for each row of the pass the
+// index of its mask among them (-1: none); returns how many.
+int64_t ModelRunner::pass_masks(const StepInputs& in, int64_t p0, int64_t n) {
+  mask_rows_.clear();
+  pass_mask_of_.clear();
+  mask_of_request_.assign(static_cast<size_t>(n), -1);
+  for (const TokenMask& m : in.masks) {
+    if (m.request < p0 || m.request >= p0 + n) continue;
+    if (in.logits[m.request].full) throw Error("internal error: a masked row brought to the host");
+    if (mask_of_request_[m.request - p0] >= 0) throw Error("internal error: a row with two masks");
+    mask_of_request_[m.request - p0] = static_cast<int64_t>(mask_rows_.size());
+    mask_rows_.push_back(m.request - p0);
+    pass_mask_of_.push_back(&m);
+  }
+  return static_cast<int64_t>(mask_rows_.size());
+}
+
+// The masked rows on this rank's vocabulary shard [v0, v0 + vn), with existing ops only: a copy of
+// them plus an additive bias (0 where the mask allows the token, -inf elsewhere), whose statistics
+// go to masked_stats. The unmasked logits keep their own statistics (log Σexp for the recorded
+// logprob); the masked copy of a row the backend draws goes back over it, as that draw's input.
+void ModelRunner::mask_pass(const StepInputs& in, int64_t p0, BufferView logits, BufferView masked_stats) {
+  const int64_t v0 = shard_.vocab_range.begin, vn = shard_.vocab_range.size();
+  const int64_t nm = static_cast<int64_t>(mask_rows_.size());
+  const size_t cells = static_cast<size_t>(nm * vn);
+  mask_bias_host_.resize(cells);
+  for (int64_t k = 0; k < nm; ++k) in.mask_bits(*pass_mask_of_[k]).write_bias(v0, vn, mask_bias_host_.data() + k * vn);
+  BufferView bias = scratch(mask_bias_, cells, DType::F32);
+  BufferView masked = scratch(masked_, cells, DType::F32);
+  be_.upload(bias, mask_bias_host_.data(), cells * sizeof(float));
+  be_.copy_rows(logits, vn, mask_rows_, vn, masked, vn);
+  be_.add(masked, bias, cells);
+  be_.logit_stats(masked, nm, vn, v0, p0, masked_stats);  // targets unused: masked rows are generating ones
+  for (const DrawRequest& d : in.draws) {
+    const int64_t row = d.request - p0;
+    if (row < 0 || row >= static_cast<int64_t>(mask_of_request_.size()) || mask_of_request_[row] < 0) continue;
+    const int64_t one[1] = {mask_of_request_[row]};
+    be_.copy_rows(masked, vn, one, vn, logits.at(row * vn), vn);
   }
 }
 

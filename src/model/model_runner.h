@@ -4,7 +4,8 @@
 // log-softmax normalizer are combined across shards without gathering full logits.
 // Everything it computes on is backend memory; it downloads only the per-row LM-head statistics,
 // the tokens of rows the backend draws (StepInputs::draws), and the full logits of rows whose
-// token the host must choose (penalties, masks, top logprobs).
+// token the host must choose (penalties, top logprobs). A constrained row's allowed tokens come
+// with the step (StepInputs::masks) and each rank masks its own vocabulary shard.
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -58,6 +59,9 @@ class ModelRunner {
   // The full logits of the pass's rows that ask for them, whole rows at dst (the TP shards
   // gathered); returns how many rows it wrote.
   int64_t gather_full_logits(const StepInputs& inputs, int64_t p0, int64_t n, BufferView logits, float* dst);
+  // The pass's rows with a TokenMask (StepInputs::masks), and their masked statistics.
+  int64_t pass_masks(const StepInputs& inputs, int64_t p0, int64_t n);
+  void mask_pass(const StepInputs& inputs, int64_t p0, BufferView logits, BufferView masked_stats);
   BufferView scratch(Buffer& b, size_t count, DType dtype);
 
   LlamaShard shard_;
@@ -69,6 +73,7 @@ class ModelRunner {
   std::vector<Buffer> k_cache_, v_cache_;  // per layer
   // Step scratch in backend memory, grown to the largest step seen.
   Buffer x_, h_, qkv_, attn_, proj_, gu_, act_buf_, hrows_, normed_, logits_, stats_, all_stats_, pad_, gathered_, whole_;
+  Buffer mask_bias_, masked_;  // the pass's masked rows: their additive 0/-inf bias, and the logits with it
   // Host copies of what the step sends to the backend (kept to avoid reallocating each step).
   std::vector<AttentionSeq> seqs_;
   std::vector<int64_t> logit_rows_;
@@ -81,6 +86,11 @@ class ModelRunner {
   std::vector<DrawnToken> drawn_;
   std::vector<int64_t> full_rows_;     // this pass's rows (of its logits buffer) whose full logits are wanted
   std::vector<float> gathered_host_;   // their shards, gathered
+  std::vector<int64_t> mask_rows_;     // this pass's masked rows (of its logits buffer), in request order
+  std::vector<int64_t> mask_of_request_;  // per row of the pass: its index in mask_rows_, or -1
+  std::vector<const TokenMask*> pass_mask_of_;  // per mask_rows_ entry: its mask
+  std::vector<LogitResult*> masked_results_;
+  std::vector<float> mask_bias_host_;
   std::vector<uint16_t> embed_host16_;
   std::vector<float> embed_host_;
   MoeBlock moe_;  // mixture-of-experts layers' scratch (Mixtral, Qwen3-MoE)

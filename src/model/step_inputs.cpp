@@ -37,6 +37,8 @@ void StepInputs::clear() {
   logits.clear();
   embeds.clear();
   draws.clear();
+  masks.clear();
+  mask_words.clear();
 }
 
 std::vector<AttentionSeq> StepInputs::attention_seqs() const {
@@ -60,6 +62,8 @@ std::string StepInputs::serialize() const {
   put_vec(out, logits);
   put_vec(out, embeds);
   put_vec(out, draws);
+  put_vec(out, masks);
+  put_vec(out, mask_words);
   return out;
 }
 
@@ -74,6 +78,11 @@ StepInputs StepInputs::deserialize(const std::string& bytes) {
   get_vec(bytes, at, s.logits);
   get_vec(bytes, at, s.embeds);
   get_vec(bytes, at, s.draws);
+  get_vec(bytes, at, s.masks);
+  get_vec(bytes, at, s.mask_words);
+  for (const TokenMask& m : s.masks)  // a mask's words lie inside the message's
+    if (m.word_begin < 0 || m.num_words < 0 || m.num_words > static_cast<int64_t>(s.mask_words.size()) - m.word_begin)
+      throw Error("corrupt step message");
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/token_mask.h"
 
 namespace tpbatch {
 
@@ -31,6 +32,10 @@ struct LogitResult {
   float target_logit = 0;   // NaN when no target was given
   int32_t token = -1;       // drawn on the backend (a DrawRequest), else -1; set on the TP group's first rank
   float token_logit = 0;    // that token's logit
+  // Rows with a TokenMask: the lowest-id maximum over the allowed tokens (-1: none allowed) and
+  // its logit; the fields above stay those of the unmasked logits (the recorded logprob's log_z).
+  int32_t allowed_argmax = -1;
+  float allowed_max_logit = 0;
 };
 
 // task: embed: the sum of the final-normed hidden states of rows [row, row + num_rows) of the step
@@ -56,6 +61,11 @@ struct StepInputs {
   std::vector<LogitRequest> logits;
   std::vector<EmbedRequest> embeds;
   std::vector<DrawRequest> draws;    // in request order
+  std::vector<TokenMask> masks;      // constrained rows' allowed tokens, in request order (never `full` rows)
+  std::vector<uint64_t> mask_words;  // their bits
+
+  TokenMaskWriter mask_writer() { return TokenMaskWriter(masks, mask_words); }
+  TokenMaskBits mask_bits(const TokenMask& m) const { return {mask_words.data() + m.word_begin, m.num_words}; }
 
   int64_t rows() const { return static_cast<int64_t>(tokens.size()); }
   void clear();

@@ -2,8 +2,8 @@
 # Constrained generation (guided.* / guided_* / response_format) on the real stories260K model:
 # every row of tests/data/guided_schemas/ (real-world schemas) either validates with Python's
 # jsonschema or is an error row naming the unsupported keyword; regex rows re.fullmatch their
-# regex, choice rows are one of the choices; TP=2 and DP=2 (one row at a time)
-# give the same tokens as TP=1. Edges: a regex
+# regex, choice rows are one of the choices, greedy and sampled; TP=2, PP=2 and DP=2 (one row at
+# a time) give the same tokens as TP=1 (each TP rank masks its own vocabulary shard). Edges: a regex
 # that admits only the empty string ends at EOS ("stop"), a dead end is an error row naming the
 # position, max_new_tokens hit mid-object finishes "length", a stop string inside the constrained
 # text ends the row there (vLLM's behaviour), a grammar is an error row naming guided_grammar; a
@@ -35,6 +35,14 @@ rows.append({"id": "edge:length", "prompt": "Once", "guided_json": {"type": "obj
 rows.append({"id": "edge:grammar", "prompt": "Once", "guided_grammar": "root ::= \"a\""})
 rows.append({"id": "edge:stop", "prompt": "The cat was", "guided_choice": ["happy end", "sad end"], "stop": [" end"]})
 rows.append({"id": "free", "prompt": "Once upon a time"})
+# Sampled constrained rows: drawn on the backend from the masked logits (the last one's penalty
+# keeps it on the host path); the same tokens at every layout all the same.
+rows.append({"id": "sampled:schema", "prompt": "Tom had", "temperature": 0.9, "seed": 3,
+             "guided_json": {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}, "required": ["name", "n"]}})
+rows.append({"id": "sampled:regex", "prompt": "The dog", "temperature": 1.0, "top_p": 0.9, "guided_regex": r"[a-z]{3,6}( [a-z]{2,6}){1,3}"})
+rows.append({"id": "sampled:choice", "prompt": "The cat was", "temperature": 1.5, "guided_choice": ["happy", "sad", "very tired"]})
+rows.append({"id": "sampled:penalized", "prompt": "Lily and Ben", "temperature": 0.8, "repetition_penalty": 1.3,
+             "guided_regex": r"[a-z]{3,6}( [a-z]{2,6}){1,3}"})
 with open(out, "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
@@ -60,6 +68,9 @@ write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/tp1.h5" \
 mpirun_tpbatch 1 "$WORK/job.yaml" 2>"$WORK/tp1.log" || { cat "$WORK/tp1.log"; fail "TP=1 run failed"; }
 mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/tp2.h5" --set parallel.tensor=2 2>"$WORK/tp2.log" ||
   { cat "$WORK/tp2.log"; fail "TP=2 run failed"; }
+# PP=2: the masks travel with the step to the last stage, which holds the LM head.
+mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/pp2.h5" --set parallel.pipeline=2 2>"$WORK/pp2.log" ||
+  { cat "$WORK/pp2.log"; fail "PP=2 run failed"; }
 # Two replicas, one row at a time each: other batches, the same tokens (the matcher's state is the row's own).
 mpirun_tpbatch 2 "$WORK/job.yaml" --set output.path="$WORK/dp2.h5" --set engine.max_seqs=1 2>"$WORK/dp2.log" ||
   { cat "$WORK/dp2.log"; fail "DP=2 run failed"; }
@@ -69,6 +80,7 @@ w, folder = sys.argv[1], sys.argv[2]
 a, b = h5py.File(f"{w}/tp1.h5", "r"), h5py.File(f"{w}/tp2.h5", "r")
 toks = lambda g: [list(map(int, t)) for t in g["output_tokens"][:]]
 assert toks(a) == toks(b), "TP=2 generated other tokens than TP=1"
+assert toks(a) == toks(h5py.File(f"{w}/pp2.h5", "r")), "PP=2 generated other tokens than TP=1"
 assert toks(a) == toks(h5py.File(f"{w}/dp2.h5", "r")), "DP=2 with max_seqs 1 generated other tokens than TP=1"
 ids = [x.decode() for x in a["id"][:]]
 fin = [x.decode() for x in a["finish_reason"][:]]
@@ -117,6 +129,15 @@ if not (f == "error" and "guided_grammar" in e): bad.append(("grammar", f, e))
 f, e, t, tk = rows["edge:stop"]
 if not (f == "stop" and t in ("happy", "sad")): bad.append(("stop string", f, t))
 if rows["free"][0] != "length": bad.append(("free", rows["free"][0]))
+f, e, t, _ = rows["sampled:schema"]
+try:
+    jsonschema.validate(json.loads(t), {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}, "required": ["name", "n"]})
+except Exception as ex: bad.append(("sampled:schema", f, t, str(ex)[:100]))
+for k in ("sampled:regex", "sampled:penalized"):
+    f, e, t, _ = rows[k]
+    if f not in ("stop", "eos") or not re.fullmatch(r"[a-z]{3,6}( [a-z]{2,6}){1,3}", t): bad.append((k, f, t))
+f, e, t, _ = rows["sampled:choice"]
+if t not in ("happy", "sad", "very tired"): bad.append(("sampled:choice", f, t))
 total = len([n for n in os.listdir(folder) if n.endswith(".json")])
 print(f"schemas: {total}, generated and valid: {valid}, refused: {sum(refused.values())} {refused}")
 for x in bad: print("BAD", x)

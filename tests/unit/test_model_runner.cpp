@@ -286,6 +286,58 @@ TEST(ModelRunner, DecodeThroughThePagedCacheMatchesAFreshPrefill) {
   EXPECT_EQ(res[0].argmax, out.back().results[0].argmax);
 }
 
+// A constrained row's mask, shipped with the step, applied on the (here single) vocabulary shard:
+// the masked maximum is the allowed tokens' maximum of the very logits a full request of the same
+// row brings back, log Σexp stays the unmasked one, a mask that allows nothing gives no token, a
+// masked row is drawn from logits whose disallowed entries are -inf, and the step still has its
+// one allgather.
+TEST(ModelRunner, MaskedRowsTakeTheAllowedMaximumAndKeepTheUnmaskedLogZ) {
+  Runner r = make_runner({}, DType::F32);
+  const int64_t V = TinyModel::get().config.vocab_size;
+  StepBuilder s;
+  const int64_t a = s.add(slice(kSeqA, 0, 7), 0, blocks_for(kBlocksA, 7));
+  s.logit(a + 6, -1, true);  // 0: the reference, whole
+  for (int i = 0; i < 3; ++i) s.logit(a + 6, -1, false);  // 1: masked; 2: nothing allowed; 3: masked and drawn
+  std::vector<LogitResult> ref;
+  std::vector<float> full;
+  r.runner->step(s.in, ref, full);  // no masks yet: the row's argmax, which the mask then leaves out
+  ASSERT_EQ(full.size(), static_cast<size_t>(V));
+  auto allowed = [&](int64_t id) { return id != ref[0].argmax && id % 3 != 1; };
+  TokenMaskWriter w = s.in.mask_writer();
+  for (int64_t request : {1, 2, 3}) {
+    w.begin(request);
+    for (int32_t id = 0; id < V && request != 2; ++id)
+      if (allowed(id)) w.allow(id);
+  }
+  s.in.draws.push_back(DrawRequest{3, DrawParams{}});
+  std::vector<float> drawn_from;
+  r.runner->set_host_draw([&](const float* l, int64_t vocab, const DrawParams&, float) {
+    drawn_from.assign(l, l + vocab);
+    return static_cast<int32_t>(std::max_element(l, l + vocab) - l);
+  });
+  std::vector<LogitResult> res;
+  r.tp->reset_stats();
+  r.runner->step(s.in, res, full);
+  EXPECT_EQ(r.tp->calls("allgather"), 1);
+  int32_t want = -1;
+  for (int32_t id = 0; id < V; ++id)
+    if (allowed(id) && (want < 0 || full[id] > full[want])) want = id;
+  ASSERT_GE(want, 0);
+  for (int request : {1, 3}) {
+    EXPECT_EQ(res[request].allowed_argmax, want) << request;
+    EXPECT_EQ(res[request].allowed_max_logit, full[want]) << request;
+    EXPECT_EQ(res[request].argmax, ref[0].argmax) << request;  // the unmasked statistics stay
+    EXPECT_TRUE(bit_equal(res[request].log_z, res[0].log_z)) << request;
+  }
+  EXPECT_EQ(res[2].allowed_argmax, -1);
+  EXPECT_EQ(res[2].allowed_max_logit, -std::numeric_limits<float>::infinity());
+  ASSERT_EQ(drawn_from.size(), static_cast<size_t>(V));
+  for (int32_t id = 0; id < V; ++id)
+    EXPECT_EQ(drawn_from[id], allowed(id) ? full[id] : -std::numeric_limits<float>::infinity()) << id;
+  EXPECT_EQ(res[3].token, want);
+  EXPECT_EQ(res[3].token_logit, full[want]);
+}
+
 // Log-probabilities of a request: its greedy token's and, when it has one, its target's.
 struct RowLogprobs {
   int32_t argmax;

@@ -98,9 +98,19 @@ LogitResult result_of(const std::vector<float>& l) {
   return r;
 }
 
-// One greedy step, the logits brought to the host only when the row asks for them.
+// One greedy step, the logits brought to the host only when the row asks for them; a constrained
+// row that does not gets its masked maximum instead, as the LM head gives it.
 void step(OutputProcessor& out, Sequence& s, const std::vector<float>& l) {
-  out.generate(s, result_of(l), needs_full_logits(s) ? l.data() : nullptr, static_cast<int64_t>(l.size()));
+  LogitResult res = result_of(l);
+  if (!needs_full_logits(s) && constraint_applies(s)) {
+    StepInputs in;
+    add_constraint_mask(s, 0, in);
+    res.allowed_max_logit = -INFINITY;
+    for (size_t i = 0; i < l.size(); ++i)
+      if (in.mask_bits(in.masks.at(0)).allows(static_cast<int64_t>(i)) && l[i] > res.allowed_max_logit)
+        res.allowed_max_logit = l[i], res.allowed_argmax = static_cast<int32_t>(i);
+  }
+  out.generate(s, res, needs_full_logits(s) ? l.data() : nullptr, static_cast<int64_t>(l.size()));
 }
 
 const std::vector<float> kLogits = {0.0f, 0.5f, 0.0f, 3.0f, 0.0f, -1.0f, -2.0f, -4.0f};  // argmax 3, never </think>

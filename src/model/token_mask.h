@@ -1,0 +1,72 @@
+#pragma once
+// The tokens a constrained row may pick at this step, as the leader ships them with the step to
+// the ranks that hold the vocabulary shards (StepInputs::masks): one bit a token id, so a 128k
+// vocabulary costs 16 KiB a row where its gathered logits would cost 512 KiB. Each rank applies
+// the bits of its own shard inside the LM head (ModelRunner::compute_logits).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace tpbatch {
+
+struct TokenMask {
+  int64_t request = 0;     // index into StepInputs::logits
+  int64_t word_begin = 0;  // into StepInputs::mask_words
+  int64_t num_words = 0;   // ids at or past 64 * num_words are not allowed
+};
+
+// The bits of one TokenMask, read-only.
+struct TokenMaskBits {
+  const uint64_t* words = nullptr;
+  int64_t num_words = 0;
+  bool allows(int64_t id) const {
+    return id >= 0 && (id >> 6) < num_words && ((words[id >> 6] >> (id & 63)) & 1u) != 0;
+  }
+  // out[j] = 0 where ids v0 + j (j < count) are allowed, -inf elsewhere: the additive bias that
+  // masks a vocabulary shard. Whole words at a time where the range allows (a 128k shard is 2k
+  // words, mostly all-allowed or all-not in a constraint's masks).
+  void write_bias(int64_t v0, int64_t count, float* out) const {
+    constexpr float kOut = -std::numeric_limits<float>::infinity();
+    int64_t j = 0;
+    while (j < count) {
+      const int64_t id = v0 + j;
+      if ((id & 63) == 0 && j + 64 <= count) {
+        const uint64_t w = (id >> 6) < num_words ? words[id >> 6] : 0;
+        if (w == 0 || w == ~uint64_t{0}) {
+          std::fill_n(out + j, 64, w == 0 ? kOut : 0.0f);
+          j += 64;
+          continue;
+        }
+      }
+      out[j] = allows(id) ? 0.0f : kOut;
+      ++j;
+    }
+  }
+};
+
+// Appends masks to a step's (masks, words): begin() starts one with nothing allowed, allow() adds
+// an id to the last one begun.
+class TokenMaskWriter {
+ public:
+  TokenMaskWriter(std::vector<TokenMask>& masks, std::vector<uint64_t>& words) : masks_(masks), words_(words) {}
+  void begin(int64_t request) {
+    masks_.push_back(TokenMask{request, static_cast<int64_t>(words_.size()), 0});
+  }
+  void allow(int32_t id) {
+    if (id < 0) return;
+    TokenMask& m = masks_.back();
+    const int64_t word = id >> 6;
+    if (word >= m.num_words) {  // the last mask's words are the last of the step's: grow in place
+      words_.resize(static_cast<size_t>(m.word_begin + word + 1), 0);
+      m.num_words = word + 1;
+    }
+    words_[static_cast<size_t>(m.word_begin + word)] |= uint64_t{1} << (id & 63);
+  }
+
+ private:
+  std::vector<TokenMask>& masks_;
+  std::vector<uint64_t>& words_;
+};
+
+}  // namespace tpbatch
