@@ -14,7 +14,7 @@ PACKAGES=(
   libopenblas-dev
   libpcre2-dev libicu-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy python3-h5py python3-pandas python3-jinja2 python3-jsonschema time bc
+  python3 python3-venv python3-numpy python3-h5py python3-pandas python3-jinja2 python3-jsonschema time bc
   slurmctld slurmd slurm-client munge libpmix-dev
 )
 
@@ -30,4 +30,20 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "setup: all packages present"
+fi
+
+# The reference engine the constraint tests hold our masks to: llguidance (Rust, with a Python
+# binding; the engine behind llama.cpp's and vLLM's guidance backend), from PyPI as a prebuilt
+# wheel, in a virtual environment beside the clone that also sees the Debian packages above.
+# Without PyPI setup goes on and the tests that need it report skipped.
+REF_VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv-reference"
+LLGUIDANCE=llguidance==1.9.1
+if "$REF_VENV/bin/python" -c "import importlib.metadata as m; assert m.version('llguidance') == '${LLGUIDANCE#*==}'" 2>/dev/null; then
+  echo "setup: $LLGUIDANCE present in $REF_VENV"
+elif /usr/bin/python3 -m venv --system-site-packages "$REF_VENV" &&
+  timeout 300 "$REF_VENV/bin/pip" install -q --disable-pip-version-check --no-deps --only-binary :all: \
+    --timeout 20 --retries 1 "$LLGUIDANCE"; then
+  echo "setup: $LLGUIDANCE installed in $REF_VENV"
+else
+  echo "setup: could not install $LLGUIDANCE from PyPI; the tests comparing with it will report skipped"
 fi

@@ -1,5 +1,7 @@
 #include "engine/constrained_choice.h"
 
+#include "engine/guided_mask_time.h"
+
 #include <limits>
 #include <vector>
 
@@ -33,6 +35,7 @@ int32_t constraint_end(const Sequence& s) {
 }
 
 void add_constraint_mask(const Sequence& s, int64_t request, StepInputs& in) {
+  const MaskTimer timer(false);
   TokenMaskWriter mask = in.mask_writer();
   mask.begin(request);
   for (int32_t id : s.constraint->allowed(s.constraint_state)) mask.allow(id);

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "engine/constrained_choice.h"
 #include "engine/embedding_pooling.h"
+#include "engine/guided_mask_time.h"
 #include "engine/reasoning_budget.h"
 #include "engine/sampler.h"
 
@@ -122,7 +123,10 @@ TokenChoice OutputProcessor::choose(const Sequence& s, const LogitResult& res, c
     if (p.top_logprobs > 0) c.alternatives = top_logprobs(full, vocab, p.top_logprobs, res.log_z);
     return c;
   }
-  if (constraint_applies(s)) return choose_constrained(s, res, full, vocab);
+  if (constraint_applies(s)) {
+    const MaskTimer timer(true);
+    return choose_constrained(s, res, full, vocab);
+  }
   if (res.token >= 0) return TokenChoice{res.token, res.token_logit, {}};  // drawn on the backend
   if (!full) return c;
   // Penalties and masks change what is picked; the recorded logprobs stay those of the model's
@@ -159,7 +163,10 @@ void OutputProcessor::accept(Sequence& s, const LogitResult& res, const TokenCho
     s.top_logprobs.push_back(lp);
   }
   append_token(s, c.token, c.logit - res.log_z);
-  if (constrained && !s.finish_reason) advance_constraint(s, c.token);
+  if (constrained && !s.finish_reason) {
+    const MaskTimer timer(false);
+    advance_constraint(s, c.token);
+  }
 }
 
 void OutputProcessor::process(const std::vector<StepChunk>& step, const StepResults& out, int64_t vocab,
@@ -185,9 +192,12 @@ void OutputProcessor::process(const std::vector<StepChunk>& step, const StepResu
   }
   std::vector<TokenChoice> choices(generating.size());
   const int64_t n_gen = static_cast<int64_t>(generating.size());
+  const int64_t constrained_before = guided_mask_time().choices.load(std::memory_order_relaxed);
 #pragma omp parallel for schedule(dynamic, 1) if (n_gen > 1)
   for (int64_t i = 0; i < n_gen; ++i)
     choices[i] = choose(*generating[i].seq, *generating[i].result, generating[i].logits, vocab);
+  if (guided_mask_time().choices.load(std::memory_order_relaxed) != constrained_before)
+    guided_mask_time().steps.fetch_add(1, std::memory_order_relaxed);
 
   r = 0;
   size_t g = 0;  // choices used

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "engine/guided_mask_time.h"
 
 namespace tpbatch {
 namespace {
@@ -94,6 +95,7 @@ void Progress::print_final() {
   std::snprintf(line, sizeof line, "[tpbatch] prompt tokens: %lld computed, %lld cached (prefix cache)\n",
                 static_cast<long long>(prompt_tokens_ - prompt_tokens_cached_), static_cast<long long>(prompt_tokens_cached_));
   write(log_prefix() + line);
+  if (const std::string guided = guided_mask_time_line(); !guided.empty()) write(log_prefix() + guided);
 }
 
 RunMetrics Progress::metrics() const {

@@ -42,9 +42,8 @@ ByteSeq literal_seq(std::string_view bytes) {
   return s;
 }
 
-// Every character not in `excluded` (ASCII only): the other ASCII bytes, then any multi-byte
-// UTF-8 character.
-std::vector<ByteSeq> complement(const std::bitset<128>& excluded) {
+// The ASCII characters not in `excluded`, as byte ranges.
+std::vector<ByteSeq> ascii_not_in(const std::bitset<128>& excluded) {
   std::vector<ByteSeq> out;
   for (int c = 0; c < 128; ++c) {
     if (excluded[c]) continue;
@@ -53,9 +52,23 @@ std::vector<ByteSeq> complement(const std::bitset<128>& excluded) {
     out.push_back({{static_cast<uint8_t>(c), static_cast<uint8_t>(e)}});
     c = e;
   }
+  return out;
+}
+
+// Every character not in `excluded` (ASCII only): the other ASCII bytes, then any multi-byte
+// UTF-8 character.
+std::vector<ByteSeq> complement(const std::bitset<128>& excluded) {
+  std::vector<ByteSeq> out = ascii_not_in(excluded);
+  // Well-formed UTF-8 only (Unicode's table 3-7): no overlong forms, surrogates or code points past
+  // U+10FFFF, so a byte-fallback token cannot start a sequence no text has.
   out.push_back({{0xC2, 0xDF}, {0x80, 0xBF}});
-  out.push_back({{0xE0, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}});
-  out.push_back({{0xF0, 0xF4}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}});
+  out.push_back({{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}});
+  out.push_back({{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}});
+  out.push_back({{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}});
+  out.push_back({{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}});
+  out.push_back({{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}});
+  out.push_back({{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}});
+  out.push_back({{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}});
   return out;
 }
 
@@ -244,10 +257,7 @@ class Parser {
   }
 
   static std::vector<ByteSeq> ascii_chars(const std::bitset<128>& set) {
-    std::bitset<128> inv = ~set;
-    std::vector<ByteSeq> all = complement(inv);
-    all.resize(all.size() - 3);  // drop the multi-byte characters complement adds
-    return all;
+    return ascii_not_in(~set);
   }
 
   NodePtr char_class() {

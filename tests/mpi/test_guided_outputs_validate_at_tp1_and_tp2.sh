@@ -8,6 +8,11 @@
 # position, max_new_tokens hit mid-object finishes "length", a stop string inside the constrained
 # text ends the row there (vLLM's behaviour), a grammar is an error row naming guided_grammar; a
 # job-level constraint that does not compile exits 2 naming its key.
+# Then the masks: at every step of every constrained row the TP=1 run generated, the engine's
+# allowed tokens equal llguidance's (tests/guided/compare_masks_with_llguidance.py), on the
+# model's vocabulary and, walking the same outputs' text, on Llama-2's (32,000 tokens) and GPT-2's
+# (50,257). Without llguidance (scripts/setup.sh installs it) the test reports skipped once the
+# rest has passed.
 source "$(dirname "$0")/../e2e/lib.sh"
 need_stories
 $PY -c "import jsonschema, h5py" 2>/dev/null || { echo "SKIP: $PY lacks jsonschema or h5py"; exit 77; }
@@ -144,3 +149,52 @@ for x in bad: print("BAD", x)
 assert not bad
 assert valid >= total // 2, "fewer than half of the schemas are supported"
 PY
+
+# The mask comparison with llguidance, on the rows above.
+REF_PY=${TPBATCH_REFERENCE_PY:-$HERE/../../.venv-reference/bin/python}
+MASKS="$TPBATCH_BUILD_DIR/tests/tpbatch_guided_masks"
+[ -x "$MASKS" ] || fail "$MASKS is not built"
+if ! "$REF_PY" -c "import llguidance" 2>/dev/null; then
+  echo "SKIP: everything above passed, but $REF_PY has no llguidance (scripts/setup.sh installs it): masks not compared"
+  exit 77
+fi
+$PY - "$WORK" <<'PY' || fail "could not write the mask comparison's cases"
+import json, sys, h5py
+w = sys.argv[1]
+rows = {}
+for line in open(f"{w}/in.jsonl"):
+    r = json.loads(line)
+    rid = r.get("id") or r.get("custom_id")
+    body = r.get("body", {}).get("response_format")
+    if body:  # the OpenAI body's response_format, as the row reader turns it into guided_* keys
+        r = {"guided_json_object": True} if body["type"] == "json_object" else {"guided_json": body["json_schema"]["schema"]}
+    rows[rid] = {k: v for k, v in r.items() if k.startswith("guided_") and k != "guided_grammar"}
+f = h5py.File(f"{w}/tp1.h5", "r")
+ids = [x.decode() for x in f["id"][:]]
+fin = [x.decode() for x in f["finish_reason"][:]]
+text = [x.decode() for x in f["output_text"][:]]
+cases, texts = [], []
+for i, rid, tokens in zip(range(len(ids)), ids, f["output_tokens"][:]):
+    keys = rows[rid]
+    if not keys or fin[i] not in ("stop", "eos", "length"):
+        continue
+    keys.update(guided_max_string_length=10, guided_max_items=3)
+    tokens = [int(t) for t in tokens]
+    if fin[i] == "eos":
+        tokens = tokens[:-1]  # EOS: the last step's mask allows it; the walk ends before it
+    cases.append({"id": rid, **keys, "tokens": tokens})
+    if fin[i] != "length" and text[i] and rid != "edge:stop":  # a stop string cut that row's text
+        texts.append({"id": rid, **keys, "text": text[i]})
+with open(f"{w}/cases-model.jsonl", "w") as out:
+    out.writelines(json.dumps(c) + "\n" for c in cases)
+with open(f"{w}/cases-text.jsonl", "w") as out:
+    out.writelines(json.dumps(c) + "\n" for c in texts)
+PY
+COMPARE="$HERE/../guided/compare_masks_with_llguidance.py"
+"$REF_PY" "$COMPARE" "$MASKS" "$STORIES/tokenizer.json" 2 "$WORK/cases-model.jsonl" stories260K ||
+  fail "the masks differ from llguidance's on stories260K's vocabulary"
+[ -n "$TEST_TOKENIZERS" ] || fail "TPBATCH_TEST_TOKENIZERS_DIR is not set"
+"$REF_PY" "$COMPARE" "$MASKS" "$TEST_TOKENIZERS/llama-spm/tokenizer.json" 2 "$WORK/cases-text.jsonl" llama-spm ||
+  fail "the masks differ from llguidance's on Llama-2's vocabulary"
+"$REF_PY" "$COMPARE" "$MASKS" "$TEST_TOKENIZERS/gpt-2/tokenizer.json" 50256 "$WORK/cases-text.jsonl" gpt-2 ||
+  fail "the masks differ from llguidance's on GPT-2's vocabulary"

@@ -75,6 +75,25 @@ TEST(GuidedConstraint, RegexAcceptsWhatFullmatchAccepts) {
   EXPECT_FALSE(accepts(*cls, "d_ -A\xC3\xA9\n"));  // '.' is not a newline
 }
 
+// '.' and negated classes admit well-formed UTF-8 only, byte for byte as Unicode's table 3-7:
+// a byte-fallback token cannot begin an overlong form, a surrogate or a code point past U+10FFFF.
+TEST(GuidedConstraint, AnyCharacterIsWellFormedUtf8Only) {
+  auto dot = regex(".");
+  auto other = regex("[^a]");
+  for (auto* c : {dot.get(), other.get()}) {
+    for (const char* yes : {"\xC2\x80", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xF0\x90\x80\x80",
+                            "\xF4\x8F\xBF\xBF", "\xEF\xBF\xBF"})
+      EXPECT_TRUE(accepts(*c, yes)) << testing::PrintToString(std::string(yes));
+    for (const char* no : {"\xC0\x80", "\xC1\xBF", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xF0\x8F\xBF\xBF",
+                           "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\x80"})
+      EXPECT_FALSE(accepts(*c, no)) << testing::PrintToString(std::string(no));
+  }
+  // The first byte of a surrogate's encoding may start other characters; its second byte decides.
+  const int32_t after_ed = dot->advance(dot->start(), 0xED);
+  EXPECT_NE(dot->advance(after_ed, 0x9F), ByteDfa::kDead);
+  EXPECT_EQ(dot->advance(after_ed, 0xA0), ByteDfa::kDead);
+}
+
 TEST(GuidedConstraint, UnsupportedRegexSyntaxIsRefusedNamingIt) {
   ConstraintSource s;
   s.regex = "(a)\\1";
