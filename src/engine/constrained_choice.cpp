@@ -1,10 +1,9 @@
 #include "engine/constrained_choice.h"
 
-#include "engine/guided_mask_time.h"
-
 #include <limits>
 #include <vector>
 
+#include "engine/guided_mask_time.h"
 #include "engine/reasoning_budget.h"
 #include "engine/sampler.h"
 

@@ -1,7 +1,7 @@
 #pragma once
 // What constrained rows cost the token choice: the time spent masking their logits (the allowed
-// tokens of the row's state written into the step's mask, the pick or the host's masked copy) and advancing their matchers, summed over
-// the step's rows (chosen on parallel threads, so this is thread time, not wall time), and the
+// tokens of the row's state written into the step's mask, the pick or the host's masked copy) and
+// advancing their matchers, summed over the step's rows (chosen on parallel threads, so this is thread time, not wall time), and the
 // steps that had such a row. Printed after the run's closing line (docs/guided.md).
 #include <atomic>
 #include <chrono>
