@@ -238,40 +238,25 @@ def main():
         row(f"BF16, one sequence, decode, {t} thread{'s' if t > 1 else ''}", f"{tps:.1f} tok/s",
             f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= llama.cpp")
 
-    # fp8 projections: one byte per weight plus an F32 scale per 128 (one per output row and block),
-    # the embedding / LM head in bf16.
-    fp8_bytes = (params - V * H) * (1 + 4 / 128) + 2 * V * H
-    for t, m in ((1, m1), (2, m2)):
-        tps = decode("fp8", t)
-        results[("fp8", "tg", t)] = tps
-        fl = m["bw"] * 1e9 / fp8_bytes
-        bf = results[("bf16", "tg", t)]
-        row(f"FP8 (128x128 blocks), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
-            f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16; at most {2*params/fp8_bytes:.2f}x with a bf16 LM head)",
-            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 1.8x BF16")
+    def quantized_decode(scheme, label, weight_bytes, goal, also_fp8=False):
+        """One-sequence decode of a quantized model at 1 and 2 threads, against BF16 and its floor."""
+        for t, m in ((1, m1), (2, m2)):
+            tps = decode(scheme, t)
+            results[(scheme, "tg", t)] = tps
+            fl = m["bw"] * 1e9 / weight_bytes
+            bf = results[("bf16", "tg", t)]
+            vs = f"{tps/bf:.2f}x BF16" + (f", {tps/results[('fp8', 'tg', t)]:.2f}x FP8" if also_fp8 else "")
+            row(f"{label}, one sequence, decode, {t} thread{'s' if t > 1 else ''}",
+                f"{tps:.1f} tok/s ({vs}; at most {2*params/weight_bytes:.2f}x BF16 with a bf16 LM head)",
+                f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", goal)
 
-    # int8 W8A8 projections: one byte per weight plus an F32 scale per output row.
-    int8_bytes = (params - V * H) + 2 * V * H
-    for t, m in ((1, m1), (2, m2)):
-        tps = decode("int8", t)
-        results[("int8", "tg", t)] = tps
-        fl = m["bw"] * 1e9 / int8_bytes
-        bf = results[("bf16", "tg", t)]
-        row(f"INT8 W8A8 (per channel), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
-            f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16; at most {2*params/int8_bytes:.2f}x with a bf16 LM head)",
-            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 1.8x BF16")
-
-    # 4-bit projections: half a byte per weight plus an F32 scale and zero point per 128.
-    int4_bytes = (params - V * H) * (0.5 + 8 / 128) + 2 * V * H
-    for t, m in ((1, m1), (2, m2)):
-        tps = decode("int4", t)
-        results[("int4", "tg", t)] = tps
-        fl = m["bw"] * 1e9 / int4_bytes
-        bf = results[("bf16", "tg", t)]
-        row(f"INT4 (awq, groups of 128), one sequence, decode, {t} thread{'s' if t > 1 else ''}",
-            f"{tps:.1f} tok/s ({tps/bf:.2f}x BF16, {tps/results[('fp8', 'tg', t)]:.2f}x FP8; at most "
-            f"{2*params/int4_bytes:.2f}x BF16 with a bf16 LM head)",
-            f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= 3x BF16")
+    # The quantized projections; the embedding / LM head stay bf16. fp8: one byte per weight plus an
+    # F32 scale per 128x128 block (one per output row and block); int8 W8A8: one byte plus an F32
+    # scale per output row; 4-bit: half a byte plus an F32 scale and zero point per 128.
+    quantized_decode("fp8", "FP8 (128x128 blocks)", (params - V * H) * (1 + 4 / 128) + 2 * V * H, ">= 1.8x BF16")
+    quantized_decode("int8", "INT8 W8A8 (per channel)", (params - V * H) + 2 * V * H, ">= 1.8x BF16")
+    quantized_decode("int4", "INT4 (awq, groups of 128)", (params - V * H) * (0.5 + 8 / 128) + 2 * V * H,
+                     ">= 3x BF16", also_fp8=True)
 
     best, name, bnd, dec = batched("bf16")
     results[("bf16", "batched_wall", 2)] = best
