@@ -15,6 +15,7 @@
 #include "app/compute_plane.h"
 #include "backend/backend.h"
 #include "chat/chat_template.h"
+#include "comm/singleton_start.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/saturating.h"
@@ -395,10 +396,7 @@ int run_job(const std::string& job_path, const std::vector<std::string>& sets) {
   // job beside two CPU burners: 29 s spinning, 10 s yielding, as fast as on a quiet machine). When
   // nothing else wants the core, sched_yield returns at once. The user's own setting wins.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
-  // Started without a launcher, Open MPI's singleton forks a support daemon (orted) that only
-  // MPI_Comm_spawn needs; tpbatch never spawns, and the daemon costs a single-process run about
-  // 0.3 s of start-up. Under mpirun or srun the singleton component is not used and this is inert.
-  setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
+  prepare_singleton_start();
   int provided = 0;  // MULTIPLE: the heartbeat thread calls MPI beside the main thread
   MPI_Init_thread(nullptr, nullptr, liveness_thread_level(), &provided);
   int world_rank = 0, world_size = 1;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "comm/control_channel.h"
+#include "comm/singleton_start.h"
 
 namespace tpbatch {
 namespace {
@@ -21,6 +22,7 @@ class ControlChannelTest : public ::testing::Test {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) return;
+    prepare_singleton_start();
     MPI_Init(nullptr, nullptr);  // a singleton: no launcher needed
     std::atexit([] { MPI_Finalize(); });
   }
