@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
+#include "comm/one_rank_communicator.h"
 #include "model/moe.h"
 #include "model/safetensors.h"
 #include "model/shard_placement.h"
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
     Buffer h = be->alloc(hx.size(), DType::F32), out = be->alloc(hx.size(), DType::F32);
     be->upload(h.view(), hx.data(), hx.size() * 4);
     std::vector<MoeBlock> blocks[2];
+    OneRankCommunicator lone(*be);  // each simulated rank's partial output, as before its allreduce
     for (int s = 0; s < 2; ++s) blocks[s].resize(size_t(tensor));
     // Repeats interleave the splits (and ranks), so both see the same machine; each repeat's step is
     // its slowest rank's time over the MoE layers; the ratio is taken per repeat (paired).
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
           for (size_t l = 0; l < sh.layers.size(); ++l) {
             if (!sh.layers[l].is_moe()) continue;
             const double t0 = thread_cpu_ms();
-            blocks[s][size_t(r)].forward(*be, sh, sh.layers[l], h.view(), rows, out.view());
+            blocks[s][size_t(r)].forward(*be, lone, sh, sh.layers[l], h.view(), rows, out.view());
             ms += thread_cpu_ms() - t0;
           }
           this_step[s] = std::max(this_step[s], ms);
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
         for (size_t l = 0; l < sh.layers.size(); ++l) {
           if (!sh.layers[l].is_moe()) continue;
           MoeBlock one;
-          one.forward(*be, sh, sh.layers[l], h.view(), rows, out.view());
+          one.forward(*be, lone, sh, sh.layers[l], h.view(), rows, out.view());
           const MoeRouting& rt = one.last_routing();
           for (int64_t e = sh.expert_range.begin; e < sh.expert_range.end; ++e)
             if (rt.expert_begin[size_t(e + 1)] > rt.expert_begin[size_t(e)])

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/gemm/blas_core.h"
+#include "comm/one_rank_communicator.h"
 #include "engine/kv_block_allocator.h"
 #include "engine/output_processor.h"
 #include "engine/scheduler.h"
@@ -29,26 +30,6 @@
 using namespace tpbatch;
 
 namespace {
-
-// One rank: allreduce is the identity, allgather a copy.
-class OneRank : public Communicator {
- public:
-  explicit OneRank(Backend& be) : be_(be) {}
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-
- private:
-  void run_allreduce_sum(BufferView, size_t) override {}
-  void run_allgather(BufferView send, BufferView recv, size_t bytes) override {
-    std::vector<char> tmp(bytes);
-    be_.host_access(send, bytes, false, [&](void* p) { std::memcpy(tmp.data(), p, bytes); });
-    be_.host_access(recv, bytes, true, [&](void* p) { std::memcpy(p, tmp.data(), bytes); });
-  }
-  void run_send(BufferView, size_t, int) override {}
-  void run_recv(BufferView, size_t, int) override {}
-
-  Backend& be_;
-};
 
 // A runner with its own KV cache and scheduler, its rows all sampling with `params`.
 struct Lane {
@@ -110,7 +91,7 @@ int main(int argc, char** argv) {
   const ModelConfig cfg = load_model_config(dir);
   const WeightStore ws = WeightStore::open(dir);
   auto be = make_cpu_backend();
-  OneRank tp(*be);
+  OneRankCommunicator tp(*be);
   SamplingParams greedy, temp, nucleus;
   temp.temperature = nucleus.temperature = 0.8;
   nucleus.top_p = 0.9;

@@ -346,8 +346,8 @@ ncclResult_t ncclGroupEnd() {
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  if (op != ncclSum || (dt != ncclFloat32 && dt != ncclFloat16 && dt != ncclBfloat16)) {
-    std::fprintf(stderr, "cuemu NCCL: ncclAllReduce: only sum over f32/f16/bf16 is emulated\n");
+  if ((op != ncclSum && op != ncclMax) || (dt != ncclFloat32 && dt != ncclFloat16 && dt != ncclBfloat16)) {
+    std::fprintf(stderr, "cuemu NCCL: ncclAllReduce: only sum and max over f32/f16/bf16 are emulated\n");
     return ncclInvalidArgument;
   }
   const size_t bytes = count * dsize(dt);
@@ -358,12 +358,15 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   return queue(comm, stream, "ncclAllReduce", [=] {
     if (count == 0) return;
     const size_t es = dsize(dt);
-    exchange(c, 1, dt, count, bytes,
+    exchange(c, op == ncclMax ? 3 : 1, dt, count, bytes,
              [&](char* slot, size_t off, size_t len) { std::memcpy(slot, static_cast<const char*>(sendbuff) + off, len); },
              [&](size_t off, size_t len) {
                for (size_t i = 0; i < len / es; ++i) {
                  float acc = ld(c->shm->slot[0], dt, i);
-                 for (int r = 1; r < c->n; ++r) acc = round_to(dt, acc + ld(c->shm->slot[r], dt, i));
+                 for (int r = 1; r < c->n; ++r) {
+                   const float v = ld(c->shm->slot[r], dt, i);
+                   acc = op == ncclMax ? (v > acc ? v : acc) : round_to(dt, acc + v);
+                 }
                  st(static_cast<char*>(recvbuff) + off, dt, i, acc);
                }
              });

@@ -15,4 +15,8 @@ void Backend::matmul_nt_scaled(BufferView, const ScaledWeightView&, BufferView, 
   throw Error("the " + name() + " backend does not run quantized (F8_E4M3 or I4) weights");
 }
 
+void Backend::int8_row_amax(BufferView, BufferView, int64_t, int64_t) {
+  throw Error("the " + name() + " backend does not run I8 (W8A8) weights");
+}
+
 }  // namespace tpbatch

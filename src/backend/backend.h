@@ -98,6 +98,9 @@ struct ScaledWeightView {
   BufferView scales;
   int64_t groups = 1, group = 1, phase = 0;
   BufferView zeros;  // I4 values only
+  // I8 values only, optional: F32 [m], each row of x's max |x| over the whole row when x holds a
+  // slice of its columns (int8_row_amax combined over the ranks); empty: the slice's own.
+  BufferView input_amax;
 };
 
 class Backend {
@@ -137,6 +140,9 @@ class Backend {
   virtual bool runs_int8_weights() const { return false; }
   virtual void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
                                 int64_t k);
+  // amax[i] = max_c |x[i][c]| (F32 [m]; +inf for a row holding a NaN or an infinity): the number the
+  // I8 GEMM scales row i of its input by. Where runs_int8_weights().
+  virtual void int8_row_amax(BufferView x, BufferView amax, int64_t m, int64_t k);
   // x[m,n] += bias[n]
   virtual void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) = 0;
   // x[i] += y[i]

@@ -1,6 +1,7 @@
 #include "comm/communicator.h"
 
 #include "backend/dtype.h"
+#include "common/error.h"
 
 namespace tpbatch {
 
@@ -16,6 +17,12 @@ void Communicator::counted(const char* op, size_t bytes, Call call) {
 
 void Communicator::allreduce_sum(BufferView data, size_t count) {
   counted("allreduce", count * dtype_size(data.dtype), [&] { run_allreduce_sum(data, count); });
+}
+
+void Communicator::allreduce_max(BufferView data, size_t count) {
+  if (data.dtype != DType::F32)
+    throw Error(std::string("allreduce max of ") + dtype_name(data.dtype) + " elements is not supported (F32 only)");
+  counted("allreduce max", count * sizeof(float), [&] { run_allreduce_max(data, count); });
 }
 
 void Communicator::allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {

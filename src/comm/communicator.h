@@ -29,6 +29,9 @@ class Communicator {
 
   // In place, `count` elements of the view's dtype (F32 or BF16).
   void allreduce_sum(BufferView data, size_t count);
+  // In place, `count` F32 elements: each the largest of the ranks' (an exact result, the same on
+  // every rank whatever the order the ranks combine in).
+  void allreduce_max(BufferView data, size_t count);
   // recv = the ranks' send blocks in rank order.
   void allgather(BufferView send, BufferView recv, size_t bytes_per_rank);
   // Point to point within the group; messages between a pair of ranks match in call order. A send
@@ -36,13 +39,14 @@ class Communicator {
   void send(BufferView data, size_t bytes, int peer);
   void recv(BufferView data, size_t bytes, int peer);
 
-  // Per operation ("allreduce", "allgather", "send", "recv"). The seconds are the operations'
+  // Per operation ("allreduce", "allreduce max", "allgather", "send", "recv"). The seconds are the operations'
   // own: timings still running on a device are waited for first.
   const std::map<std::string, CollectiveStats>& stats();
   void reset_stats();
 
  protected:
   virtual void run_allreduce_sum(BufferView data, size_t count) = 0;
+  virtual void run_allreduce_max(BufferView data, size_t count) = 0;
   virtual void run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) = 0;
   virtual void run_send(BufferView data, size_t bytes, int peer) = 0;
   virtual void run_recv(BufferView data, size_t bytes, int peer) = 0;

@@ -34,6 +34,13 @@ void MpiTensorCommunicator::run_allreduce_sum(BufferView data, size_t count) {
   });
 }
 
+void MpiTensorCommunicator::run_allreduce_max(BufferView data, size_t count) {
+  if (size_ == 1) return;
+  WatchedCall w("MPI allreduce max");
+  be_.host_access(data, count * sizeof(float), true,
+                  [&](void* p) { MPI_Allreduce(MPI_IN_PLACE, p, mpi_count(count), MPI_FLOAT, MPI_MAX, comm_); });
+}
+
 void MpiTensorCommunicator::run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {
   std::vector<char> mine(bytes_per_rank);
   be_.host_access(send, bytes_per_rank, false, [&](void* p) { std::memcpy(mine.data(), p, bytes_per_rank); });

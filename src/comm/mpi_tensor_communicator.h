@@ -25,6 +25,7 @@ class MpiTensorCommunicator final : public Communicator {
 
  private:
   void run_allreduce_sum(BufferView data, size_t count) override;
+  void run_allreduce_max(BufferView data, size_t count) override;
   void run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) override;
   void run_send(BufferView data, size_t bytes, int peer) override;
   void run_recv(BufferView data, size_t bytes, int peer) override;

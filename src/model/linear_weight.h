@@ -19,15 +19,19 @@ struct LinearWeight {
   bool quantized() const { return !scales.empty(); }
   size_t bytes() const { return values.bytes() + scales.bytes() + zeros.bytes(); }
   ScaledWeightView scaled_view() const {
-    return {values.view(), scales.view(), groups, group, phase, zeros.empty() ? BufferView{} : zeros.view()};
+    return {values.view(), scales.view(), groups, group, phase, zeros.empty() ? BufferView{} : zeros.view(), {}};
   }
 };
 
-// y[m,n] = x[m,k] · wᵀ on the backend, whichever form w has.
-inline void linear(Backend& be, BufferView x, const LinearWeight& w, BufferView y, int64_t m, int64_t n, int64_t k) {
-  if (w.quantized())
-    be.matmul_nt_scaled(x, w.scaled_view(), y, m, n, k);
-  else
+// y[m,n] = x[m,k] · wᵀ on the backend, whichever form w has. input_amax: for I8 weights whose x is
+// a slice of its rows, each whole row's max |x| (model/row_parallel_input.h); empty otherwise.
+inline void linear(Backend& be, BufferView x, const LinearWeight& w, BufferView y, int64_t m, int64_t n, int64_t k,
+                   BufferView input_amax = {}) {
+  if (w.quantized()) {
+    ScaledWeightView v = w.scaled_view();
+    v.input_amax = input_amax;
+    be.matmul_nt_scaled(x, v, y, m, n, k);
+  } else
     be.matmul_nt(x, w.values.view(), y, m, n, k);
 }
 

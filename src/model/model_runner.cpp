@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "model/logit_combine.h"
+#include "model/scratch_buffer.h"
 #include "model/shard_bytes.h"
 
 namespace tpbatch {
@@ -44,10 +45,7 @@ int64_t ModelRunner::kv_bytes_per_token(const ModelConfig& config, int tensor, i
   return kv_bytes_per_token_of_rank(config, tensor, 0, layers, kv_dtype);  // the formula `plan` uses too
 }
 
-BufferView ModelRunner::scratch(Buffer& b, size_t count, DType dtype) {
-  if (b.count() < count || b.dtype() != dtype) b = be_.alloc(std::max(count, b.count() + b.count() / 4), dtype);
-  return b.view();
-}
+BufferView ModelRunner::scratch(Buffer& b, size_t count, DType dtype) { return grow_scratch(be_, b, count, dtype); }
 
 void ModelRunner::step(const StepInputs& in, std::vector<LogitResult>& results, std::vector<float>& full_logits) {
   run_stage(in);
@@ -127,7 +125,7 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
   be_.rope(qkv.at(nq), nqkv, shard_.kv_heads, hd, inv_freq);
   be_.paged_attention(qkv, nqkv, qkv.at(nq), qkv.at(nq + nk), nqkv, k_cache_[l].view(), v_cache_[l].view(), kv,
                       shard_.q_heads, attn);
-  linear(be_, attn, L.wo, proj, rows, H, nq);
+  linear(be_, attn, L.wo, proj, rows, H, nq, row_parallel_input_.whole_row_amax(be_, tp_, L.wo, attn, rows, nq));
   tp_.allreduce_sum(proj, n * H);
   if (!L.bo.empty()) be_.add_bias(proj, L.bo.view(), rows, H);  // once, after the partial sums are reduced
 
@@ -145,7 +143,7 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
     be_.rmsnorm(x, L.pre_ffn_norm.view(), h, rows, H, eps);
   }
   if (L.is_moe()) {  // Mixtral, Qwen3-MoE: this rank's slices of the routed experts (model/moe.h)
-    moe_.forward(be_, shard_, L, h, rows, proj);
+    moe_.forward(be_, tp_, shard_, L, h, rows, proj);
   } else {
     linear(be_, h, L.wgu, gu, rows, 2 * I, H);
     if (!L.bgu.empty()) be_.add_bias(gu, L.bgu.view(), rows, 2 * I);
@@ -154,7 +152,7 @@ void ModelRunner::layer_forward(size_t l, int64_t rows) {
     } else {
       be_.silu_mul(gu, act, rows, I);
     }
-    linear(be_, act, L.wdown, proj, rows, H, I);
+    linear(be_, act, L.wdown, proj, rows, H, I, row_parallel_input_.whole_row_amax(be_, tp_, L.wdown, act, rows, I));
   }
   tp_.allreduce_sum(proj, n * H);
   if (!L.bdown.empty()) be_.add_bias(proj, L.bdown.view(), rows, H);

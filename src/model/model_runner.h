@@ -14,6 +14,7 @@
 #include "comm/communicator.h"
 #include "model/llama_shard.h"
 #include "model/moe.h"
+#include "model/row_parallel_input.h"
 #include "model/step_inputs.h"
 
 namespace tpbatch {
@@ -94,6 +95,7 @@ class ModelRunner {
   std::vector<uint16_t> embed_host16_;
   std::vector<float> embed_host_;
   MoeBlock moe_;  // mixture-of-experts layers' scratch (Mixtral, Qwen3-MoE)
+  RowParallelInput row_parallel_input_;  // o_proj's and down_proj's W8A8 input scales
 };
 
 }  // namespace tpbatch

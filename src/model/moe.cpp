@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "model/scratch_buffer.h"
 
 namespace tpbatch {
 
@@ -91,8 +92,7 @@ int64_t moe_routing_host_bytes(const ModelConfig& c, int64_t rows) {
 }
 
 BufferView MoeBlock::scratch(Backend& be, Buffer& b, size_t count, DType dtype) {
-  if (b.count() < count || b.dtype() != dtype) b = be.alloc(std::max(count, b.count() + b.count() / 4), dtype);
-  return b.view();
+  return grow_scratch(be, b, count, dtype);
 }
 
 MoeBlock::~MoeBlock() {
@@ -123,23 +123,30 @@ void MoeBlock::count_load(const LlamaShard& shard) {
   tp_rank_ = shard.placement.tp_rank;
 }
 
-void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L, BufferView h, int64_t rows,
-                       BufferView out) {
+// Router logits of every token (and the shared expert's gate), in F32, to the host (small: rows x
+// experts), and the routing.
+void MoeBlock::route(Backend& be, const LlamaShard& shard, const LayerShard& L, BufferView h, int64_t rows) {
+  const ModelConfig& c = shard.config;
+  const int64_t E1 = c.num_experts + !L.shared_gu.empty();
+  const MoeScratch need = moe_scratch(c, shard.placement, rows);
+  BufferView logits = scratch(be, logits_, static_cast<size_t>(need.logits_f32), DType::F32);
+  linear(be, h, L.router, logits, rows, E1, c.hidden_size);
+  host_logits_.resize(static_cast<size_t>(rows * E1));
+  be.download(logits, host_logits_.data(), host_logits_.size() * sizeof(float));
+  routing_ = route_tokens(host_logits_, rows, c.num_experts, c.experts_per_token, c.norm_topk_prob, E1);
+  count_load(shard);
+}
+
+void MoeBlock::forward(Backend& be, Communicator& tp, const LlamaShard& shard, const LayerShard& L, BufferView h,
+                       int64_t rows, BufferView out) {
   const ModelConfig& c = shard.config;
   const int64_t H = c.hidden_size, E = c.num_experts, k = c.experts_per_token, I = shard.expert_inter;
   const DType act = be.activation_dtype();
   if (rows == 0) return;
-  // Router logits of every token (and the shared expert's gate), in F32, to the host (small: rows
-  // x experts).
   const bool shared = !L.shared_gu.empty();
   const int64_t E1 = E + shared;
   const MoeScratch need = moe_scratch(c, shard.placement, rows);
-  BufferView logits = scratch(be, logits_, static_cast<size_t>(need.logits_f32), DType::F32);
-  linear(be, h, L.router, logits, rows, E1, H);
-  host_logits_.resize(static_cast<size_t>(rows * E1));
-  be.download(logits, host_logits_.data(), host_logits_.size() * sizeof(float));
-  routing_ = route_tokens(host_logits_, rows, E, k, c.norm_topk_prob, E1);
-  count_load(shard);
+  route(be, shard, L, h, rows);
 
   // This rank's experts' slots are consecutive (slots are grouped by expert, and the rank holds a
   // block of experts): [s0, s0 + n). Under the tensor split that is every slot.
@@ -160,10 +167,16 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
       linear(be, gathered.at(b * H), L.expert_gu[size_t(e - held.begin)], gu.at(b * 2 * I), m, 2 * I, H);
     }
     be.silu_mul(gu, a, n, I);  // each slot's row is [gate | up] of its expert
+    // Under the tensor split every rank holds a slice of every expert and every slot (the same n
+    // on each); under the expert split a rank's slots are whole rows.
+    const BufferView amax = shard.placement.experts == ExpertSplit::kTensor
+                                ? expert_input_.whole_row_amax(be, tp, L.expert_down[0], a, n, I)
+                                : BufferView{};
     for (int64_t e = held.begin; e < held.end; ++e) {
       const int64_t b = routing_.expert_begin[size_t(e)] - s0, m = routing_.expert_begin[size_t(e + 1)] - s0 - b;
       if (m == 0) continue;
-      linear(be, a.at(b * I), L.expert_down[size_t(e - held.begin)], y.at(b * H), m, H, I);
+      linear(be, a.at(b * I), L.expert_down[size_t(e - held.begin)], y.at(b * H), m, H, I,
+             amax.empty() ? BufferView{} : amax.at(b));
     }
   }
   // The shared expert (Qwen2-MoE): this rank's slice of it on every token, its rows after the
@@ -173,7 +186,8 @@ void MoeBlock::forward(Backend& be, const LlamaShard& shard, const LayerShard& L
     BufferView sgu = gu.at(need.slots * 2 * I), sa = a.at(need.slots * I);
     linear(be, h, L.shared_gu, sgu, rows, 2 * SI, H);
     be.silu_mul(sgu, sa, rows, SI);
-    linear(be, sa, L.shared_down, y.at((n + 1) * H), rows, H, SI);
+    linear(be, sa, L.shared_down, y.at((n + 1) * H), rows, H, SI,
+           shared_input_.whole_row_amax(be, tp, L.shared_down, sa, rows, SI));
   }
   // Each token: its k experts' outputs, weighted by the router. A choice of another rank's expert
   // reads a zero row with weight 0 (that rank adds it), so the allreduce sums each choice once.

@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/communicator.h"
 #include "model/llama_shard.h"
+#include "model/row_parallel_input.h"
 
 namespace tpbatch {
 
@@ -81,16 +83,20 @@ class MoeBlock {
   // With TPBATCH_MOE_STATS set, prints the routing's load (MoeLoad) to stderr: a measurement aid.
   ~MoeBlock();
 
-  // out[rows, H] = this rank's partial MoE output for the normed hidden state h[rows, H].
-  void forward(Backend& be, const LlamaShard& shard, const LayerShard& layer, BufferView h, int64_t rows,
-               BufferView out);
+  // out[rows, H] = this rank's partial MoE output for the normed hidden state h[rows, H]. tp: the
+  // group the experts are split over (W8A8 experts under the tensor split agree on their inputs'
+  // row scales there, model/row_parallel_input.h).
+  void forward(Backend& be, Communicator& tp, const LlamaShard& shard, const LayerShard& layer, BufferView h,
+               int64_t rows, BufferView out);
   const MoeRouting& last_routing() const { return routing_; }
   const MoeLoad& load() const { return *load_; }
 
  private:
   BufferView scratch(Backend& be, Buffer& b, size_t count, DType dtype);
+  void route(Backend& be, const LlamaShard& shard, const LayerShard& layer, BufferView h, int64_t rows);
   void count_load(const LlamaShard& shard);
   Buffer logits_, gathered_, gu_, act_, expert_out_;
+  RowParallelInput expert_input_, shared_input_;  // the down projections' W8A8 input scales
   std::vector<float> host_logits_;
   std::vector<int64_t> local_slot_;    // token_slot in this rank's slots (the zero row for other ranks')
   std::vector<float> local_weight_;    // token_weight, 0 for other ranks' experts

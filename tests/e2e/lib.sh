@@ -157,7 +157,8 @@ make_quantized_twin() {
 # twin_matches_at_each_layout SCHEME VALUES RATIO TOL [COMPARE-OPTIONS...]: at TP=1, TP=2, PP=2 and
 # DP=2 both models run; the quantized one must log "linear layers VALUES" (its weights kept so),
 # give the twin's greedy tokens with logprobs within TOL (compare_runs.py, which takes the
-# options), and at TP=1 hold its weights in under RATIO of the twin's bytes.
+# options), and at TP=1 hold its weights in under RATIO of the twin's bytes. Each layout's
+# quantized results stay as $WORK/SCHEME-np<N>-tp<T>-pp<P>.h5.
 twin_matches_at_each_layout() {
   local scheme=$1 values=$2 ratio=$3 tol=$4 layout model
   shift 4
@@ -172,6 +173,7 @@ twin_matches_at_each_layout() {
       { cat "$WORK/$scheme.log"; fail "$scheme: weights not kept as $values"; }
     $PY "$HERE/compare_runs.py" "$WORK/$scheme.h5" "$WORK/$scheme-twin.h5" --tol "$tol" --expect-rows 9 "${@:4}" ||
       fail "$scheme at np $1 tensor $2 pipeline $3 vs its dequantized twin"
+    cp "$WORK/$scheme.h5" "$WORK/$scheme-np$1-tp$2-pp$3.h5"
     if [ "$layout" = "1 1 1" ]; then
       local q t
       q=$(sed -n 's/.*weights: \([0-9.]*\) MiB per rank.*/\1/p' "$WORK/$scheme.log" | head -1)

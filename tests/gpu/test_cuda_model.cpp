@@ -48,6 +48,7 @@ class SoloCommunicator final : public Communicator {
 
  private:
   void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allreduce_max(BufferView, size_t) override {}
   void run_allgather(BufferView send, BufferView recv, size_t bytes) override {
     if (send.data == recv.data || bytes == 0) return;
     const BufferView s{send.data, DType::I32}, r{recv.data, DType::I32};

@@ -87,6 +87,21 @@ TEST_F(Nccl, AllreduceSumsF32AndBf16OnTheStream) {
   EXPECT_EQ(comm_->stats().at("allreduce").calls, 2);
 }
 
+TEST_F(Nccl, AllreduceMaxTakesEachElementsLargestOverTheRanks) {
+  const size_t n = 300;
+  std::vector<float> v(n);
+  // Even elements: the last rank's is largest; odd ones: rank 0's.
+  for (size_t i = 0; i < n; ++i) v[i] = i % 2 == 0 ? float(rank_) - float(i) : float(i) - float(rank_);
+  Buffer f = backend_->alloc(n, DType::F32);
+  backend_->upload(f.view(), v.data(), n * 4);
+  comm_->allreduce_max(f.view(), n);
+  std::vector<float> got(n);
+  backend_->download(f.view(), got.data(), n * 4);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(got[i], i % 2 == 0 ? float(size_ - 1) - float(i) : float(i)) << i;
+  EXPECT_EQ(comm_->stats().at("allreduce max").calls, 1);
+}
+
 TEST_F(Nccl, AllgatherPutsBlocksInRankOrder) {
   const int32_t mine[4] = {rank_ * 10, rank_ * 10 + 1, rank_ * 10 + 2, rank_ * 10 + 3};
   Buffer send = backend_->alloc(4, DType::I32), recv = backend_->alloc(8, DType::I32);

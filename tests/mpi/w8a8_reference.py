@@ -7,7 +7,7 @@ results file: each output logprob must agree within --tol, and each greedy token
 reference's argmax unless the reference's two best are within --near-tie (then the row is
 compared only up to there).
 
-Usage: w8a8_reference.py TWIN_DIR RESULTS.h5 --tol T --near-tie E
+Usage: w8a8_reference.py TWIN_DIR RESULTS.h5... --tol T --near-tie E
 """
 import argparse
 import os
@@ -39,18 +39,9 @@ class PerTokenInt8Input:
         return (q * s) @ self.w.T
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("twin")
-    ap.add_argument("results")
-    ap.add_argument("--tol", type=float, required=True)
-    ap.add_argument("--near-tie", type=float, required=True)
-    a = ap.parse_args()
-    model = hf_reference.NumpyModel(a.twin)
-    for name in list(model.w):
-        if name.endswith("_proj.weight"):
-            model.w[name] = PerTokenInt8Input(model.w[name])
-    f = h5py.File(a.results, "r")
+def check(model, path, tol, near_tie):
+    """The number of rows of one results file that disagree with the reference."""
+    f = h5py.File(path, "r")
     worst, bad, ties = 0.0, 0, 0
     for i in range(f["done"].shape[0]):
         prompt = [int(t) for t in f["prompt_tokens"][i]]
@@ -61,7 +52,7 @@ def main():
         for k in range(len(out)):
             top2 = np.sort(ref[k])[-2:]
             if int(np.argmax(ref[k])) != out[k]:
-                if top2[1] - ref[k][out[k]] >= a.near_tie:
+                if top2[1] - ref[k][out[k]] >= near_tie:
                     print(f"row {i}: token {k} is {out[k]}, the reference's argmax {int(np.argmax(ref[k]))} "
                           f"({ref[k][out[k]]:.4f} vs {top2[1]:.4f}: not a near tie)")
                     bad += 1
@@ -70,10 +61,26 @@ def main():
                 break
         d = float(np.max(np.abs(lp[:n] - ref[np.arange(n), out[:n]]))) if n else 0.0
         worst = max(worst, d)
-        if d > a.tol:
-            print(f"row {i}: logprobs differ from the W8A8 reference by {d:.3g} (tolerance {a.tol})")
+        if d > tol:
+            print(f"row {i}: logprobs differ from the W8A8 reference by {d:.3g} (tolerance {tol})")
             bad += 1
-    print(f"W8A8 reference: {f['done'].shape[0]} rows, {ties} compared up to a near tie, max |dlogprob| {worst:.3g}")
+    print(f"W8A8 reference, {os.path.basename(path)}: {f['done'].shape[0]} rows, {ties} compared up to a near tie, "
+          f"max |dlogprob| {worst:.3g}")
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("twin")
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--tol", type=float, required=True)
+    ap.add_argument("--near-tie", type=float, required=True)
+    a = ap.parse_args()
+    model = hf_reference.NumpyModel(a.twin)
+    for name in list(model.w):
+        if name.endswith("_proj.weight"):
+            model.w[name] = PerTokenInt8Input(model.w[name])
+    bad = sum(check(model, path, a.tol, a.near_tie) for path in a.results)
     sys.exit(1 if bad else 0)
 
 

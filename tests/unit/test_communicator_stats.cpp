@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "common/error.h"
 
 namespace tpbatch {
 namespace {
@@ -18,6 +19,7 @@ class GroupOfFour : public Communicator {
 
  private:
   void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allreduce_max(BufferView, size_t) override {}
   void run_allgather(BufferView, BufferView, size_t) override {}
   void run_send(BufferView, size_t, int) override {}
   void run_recv(BufferView, size_t, int) override {}
@@ -48,6 +50,16 @@ TEST(CommunicatorStats, AllreduceCountsCallsAndTheBytesOfItsDtype) {
   c.allreduce_sum(kBf16, 10);
   EXPECT_EQ(c.stats().at("allreduce").calls, 2);
   EXPECT_EQ(c.stats().at("allreduce").bytes, 10 * 4 + 10 * 2);
+}
+
+TEST(CommunicatorStats, AllreduceMaxIsCountedApartFromTheSumsAndTakesF32Only) {
+  GroupOfFour c;
+  c.allreduce_sum(kF32, 10);
+  c.allreduce_max(kF32, 3);
+  EXPECT_EQ(c.stats().at("allreduce").calls, 1);
+  EXPECT_EQ(c.stats().at("allreduce max").calls, 1);
+  EXPECT_EQ(c.stats().at("allreduce max").bytes, 12);
+  EXPECT_THROW(c.allreduce_max(kBf16, 3), Error);
 }
 
 TEST(CommunicatorStats, AllgatherCountsTheBytesOfEveryRank) {

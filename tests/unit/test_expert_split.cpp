@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "comm/one_rank_communicator.h"
 #include "common/error.h"
 #include "job/job_spec.h"
 #include "model/config.h"
@@ -219,7 +220,8 @@ TEST_F(ExpertShards, RanksPartialOutputsSumToTheWholeBlock) {
     auto block_output = [&](int tensor, int rank, ExpertSplit split) {
       const LlamaShard s = load_llama_shard(c, ws, whole_layers(c, tensor, rank, split), *be, DType::F32);
       MoeBlock block;
-      block.forward(*be, s, s.layers[0], h.view(), rows, out.view());
+      OneRankCommunicator lone(*be);  // each rank's partial output, before the allreduce
+      block.forward(*be, lone, s, s.layers[0], h.view(), rows, out.view());
       std::vector<float> y(hx.size());
       be->download(out.view(), y.data(), y.size() * 4);
       return y;

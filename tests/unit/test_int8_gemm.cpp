@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/gemm/gemm.h"
@@ -147,6 +148,53 @@ TEST(Int8Gemm, ZeroRowGivesZerosAndNonFiniteRowGivesNaN) {
     EXPECT_EQ(y[size_t(j)], 0.0f) << j;
     EXPECT_TRUE(std::isnan(y[size_t(n + j)])) << j;
   }
+}
+
+// A row-parallel layer's ranks each hold a slice of x's columns and of w's. Given the whole row's
+// amax (int8_row_amax of each slice, combined by max), each slice is quantized on the whole row's
+// grid, so the slices' outputs sum to the unsplit GEMM's but for the float rounding of the sum
+// (the integer parts are exact): within 4 eps of the terms. With each slice's own amax they do
+// not (row 1's outlier sits in the first slice and sets a coarser grid than the second's).
+TEST(Int8Gemm, SlicesQuantizedWithTheWholeRowsAmaxSumToTheUnsplitResult) {
+  std::mt19937 rng(8);
+  const int64_t m = 4, n = 24, k = 301, k0 = 150, k1 = k - k0;
+  const Int8Weights w = make_weights(n, k, rng);
+  const std::vector<float> x = make_x(m, k, rng);
+  auto columns = [](const auto& v, int64_t rows, int64_t width, int64_t c0, int64_t c1) {
+    std::vector<typename std::decay_t<decltype(v)>::value_type> out;
+    for (int64_t r = 0; r < rows; ++r) out.insert(out.end(), v.begin() + r * width + c0, v.begin() + r * width + c1);
+    return out;
+  };
+  const std::vector<float> xa = columns(x, m, k, 0, k0), xb = columns(x, m, k, k0, k);
+  const std::vector<int8_t> wa = columns(w.values, n, k, 0, k0), wb = columns(w.values, n, k, k0, k);
+  std::vector<float> amax(static_cast<size_t>(m)), amax_b(static_cast<size_t>(m));
+  int8_row_amax(xa.data(), m, k0, amax.data());
+  int8_row_amax(xb.data(), m, k1, amax_b.data());
+  for (size_t i = 0; i < amax.size(); ++i) amax[i] = std::max(amax[i], amax_b[i]);
+  std::vector<float> whole(size_t(m * n)), ya(size_t(m * n)), yb(size_t(m * n)), own_a(size_t(m * n)),
+      own_b(size_t(m * n));
+  gemm_nt_int8(x.data(), w.values.data(), w.scales.data(), whole.data(), m, n, k);
+  gemm_nt_int8(xa.data(), wa.data(), w.scales.data(), ya.data(), m, n, k0, amax.data());
+  gemm_nt_int8(xb.data(), wb.data(), w.scales.data(), yb.data(), m, n, k1, amax.data());
+  gemm_nt_int8(xa.data(), wa.data(), w.scales.data(), own_a.data(), m, n, k0);
+  gemm_nt_int8(xb.data(), wb.data(), w.scales.data(), own_b.data(), m, n, k1);
+  const float eps = std::ldexp(1.0f, -24);
+  float own_worst = 0.0f;
+  for (size_t e = 0; e < whole.size(); ++e) {
+    const float tol = 4.0f * eps * (std::fabs(ya[e]) + std::fabs(yb[e]) + std::fabs(whole[e]));
+    ASSERT_NEAR(ya[e] + yb[e], whole[e], tol) << "element " << e;
+    own_worst = std::max(own_worst, std::fabs(own_a[e] + own_b[e] - whole[e]) - tol);
+  }
+  EXPECT_GT(own_worst, 0.0f) << "each slice's own scale should not reproduce the unsplit result";
+}
+
+TEST(Int8Gemm, RowAmaxIsInfiniteForARowWithANaNOrAnInfinity) {
+  const std::vector<float> x = {1.0f, -3.0f, 2.0f, 0.5f, std::numeric_limits<float>::quiet_NaN(), 1.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> amax(3);
+  int8_row_amax(x.data(), 3, 3, amax.data());
+  EXPECT_EQ(amax[0], 3.0f);
+  EXPECT_EQ(amax[1], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(amax[2], 0.0f);
 }
 
 TEST(Int8Gemm, DepthBeyondTheInt32BoundIsRefused) {

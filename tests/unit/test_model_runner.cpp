@@ -46,6 +46,7 @@ class CountingCommunicator : public Communicator {
 
  private:
   void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allreduce_max(BufferView, size_t) override {}
   void run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) override {
     std::vector<char> tmp(bytes_per_rank);
     be_.host_access(send, bytes_per_rank, false, [&](void* p) { std::memcpy(tmp.data(), p, bytes_per_rank); });

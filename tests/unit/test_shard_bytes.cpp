@@ -34,6 +34,7 @@ class NoCommunicator : public Communicator {
 
  private:
   void run_allreduce_sum(BufferView, size_t) override {}
+  void run_allreduce_max(BufferView, size_t) override {}
   void run_allgather(BufferView, BufferView, size_t) override {}
   void run_send(BufferView, size_t, int) override {}
   void run_recv(BufferView, size_t, int) override {}

@@ -91,7 +91,8 @@ class CpuBackend final : public Backend {
         throw Error("matmul_nt_scaled: I8 weights need one F32 scale per output row, got " +
                     std::to_string(w.groups) + " " + dtype_name(w.scales.dtype) + " scales a row");
       cpu::gemm_nt_int8(f32(x, "matmul input"), w.values.as<const int8_t>(), w.scales.as<const float>(),
-                        f32_mut(y, "matmul output"), m, n, k);
+                        f32_mut(y, "matmul output"), m, n, k,
+                        w.input_amax.empty() ? nullptr : f32(w.input_amax, "matmul input_amax"));
       return;
     }
     const bool int4 = w.values.dtype == DType::I4;
@@ -105,6 +106,11 @@ class CpuBackend final : public Backend {
       cpu::gemm_nt_int4(f32(x, "matmul input"), w.values.as<const uint8_t>(), s, f32_mut(y, "matmul output"), m, n, k);
     else
       cpu::gemm_nt_scaled(f32(x, "matmul input"), w.values.as<const uint8_t>(), s, f32_mut(y, "matmul output"), m, n, k);
+  }
+
+  void int8_row_amax(BufferView x, BufferView amax, int64_t m, int64_t k) override {
+    Access a(mem_);
+    cpu::int8_row_amax(f32(x, "int8_row_amax input"), m, k, f32_mut(amax, "int8_row_amax output"));
   }
 
   void add_bias(BufferView xv, BufferView bv, int64_t m, int64_t n) override {

@@ -97,6 +97,12 @@ void NcclCommunicator::run_allreduce_sum(BufferView data, size_t count) {
   NCCL_CHECK(ncclAllReduce(data.data, data.data, count, nccl_type(data.dtype), ncclSum, nccl_, backend_.stream()));
 }
 
+void NcclCommunicator::run_allreduce_max(BufferView data, size_t count) {
+  if (size_ == 1 || count == 0) return;
+  if (aborted_) throw Error("NCCL allreduce max on an aborted communicator");
+  NCCL_CHECK(ncclAllReduce(data.data, data.data, count, ncclFloat32, ncclMax, nccl_, backend_.stream()));
+}
+
 void NcclCommunicator::run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) {
   if (bytes_per_rank == 0) return;
   if (aborted_) throw Error("NCCL allgather on an aborted communicator");

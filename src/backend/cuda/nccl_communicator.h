@@ -39,6 +39,7 @@ class NcclCommunicator final : public Communicator, public AsyncErrorSource {
 
  private:
   void run_allreduce_sum(BufferView data, size_t count) override;  // F32, BF16 or F16
+  void run_allreduce_max(BufferView data, size_t count) override;
   void run_allgather(BufferView send, BufferView recv, size_t bytes_per_rank) override;
   // One ncclSend / ncclRecv each, in its own NCCL group; messages between a pair of ranks match
   // in call order. A send is complete (on the stream) only when the peer's recv has been posted,

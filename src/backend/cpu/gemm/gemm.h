@@ -66,7 +66,13 @@ void gemm_nt_int4(const float* x, const uint8_t* w, const GemmScales& scales, fl
 //   y[i][j] = float(sum_c q[i][c] * w[j][c]) * s_i * scales[j]   (left to right, in fp32).
 // Both kernels (AVX512-VNNI, portable) compute exactly that, bit for bit. k at most 131072 (the
 // int32 sums cannot overflow). Parallel over the OpenMP team like gemm_nt.
-void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t m, int64_t n, int64_t k);
+// input_amax (optional, [m]): max_c |x[i][c]| of the whole row when x holds a slice of its columns
+// (a row-parallel layer: the ranks' int8_row_amax combined by max), so that s_i is the whole
+// row's; the slice's own when null. A NaN or an infinity anywhere in the row: +inf, NaN outputs.
+void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
+                  const float* input_amax = nullptr);
+// amax[i] = max_c |x[i][c]| for rows [0, m) of k columns, +inf for a row with a NaN or an infinity.
+void int8_row_amax(const float* x, int64_t m, int64_t k, float* amax);
 // Whether gemm_nt_int8 takes the AVX512-VNNI kernel (the CPU has it and no test forced a lower ISA).
 bool gemm_int8_uses_vnni();
 

@@ -21,18 +21,24 @@ namespace {
 // The largest k whose sums of q * w (|q| <= 127, |w| <= 128) stay inside int32.
 constexpr int64_t kMaxInt8Depth = 131072;
 
-// Row i of x as int8 with its scale and the sum of its values (see gemm.h for the rule).
-void quantize_row(const float* x, int64_t k, int8_t* q, float& scale, int32_t& sum) {
+// max |x[c]|, or +inf when x holds a NaN or an infinity.
+float row_amax(const float* x, int64_t k) {
   float amax = 0.0f;
   bool finite = true;
   for (int64_t c = 0; c < k; ++c) {
     finite = finite && std::isfinite(x[c]);
     amax = std::max(amax, std::fabs(x[c]));
   }
+  return finite ? amax : std::numeric_limits<float>::infinity();
+}
+
+// Row i of x as int8 with its scale and the sum of its values, given the row's amax (row_amax of
+// the whole row: see gemm.h for the rule).
+void quantize_row(const float* x, int64_t k, float amax, int8_t* q, float& scale, int32_t& sum) {
   sum = 0;
-  if (!finite || amax == 0.0f) {
+  if (!std::isfinite(amax) || amax == 0.0f) {
     std::fill(q, q + k, int8_t{0});
-    scale = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    scale = amax == 0.0f ? 0.0f : std::numeric_limits<float>::quiet_NaN();
     return;
   }
   scale = amax / 127.0f;
@@ -73,7 +79,12 @@ void int8_rows_portable(const Int8Args& a, int64_t n0, int64_t n1) {
 
 bool gemm_int8_uses_vnni() { return vnni_on_this_cpu(); }
 
-void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t m, int64_t n, int64_t k) {
+void int8_row_amax(const float* x, int64_t m, int64_t k, float* amax) {
+  for (int64_t i = 0; i < m; ++i) amax[i] = row_amax(x + i * k, k);
+}
+
+void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
+                  const float* input_amax) {
   if (m < 0 || n < 0 || k < 0 || k > kMaxInt8Depth)
     throw std::invalid_argument("gemm_nt_int8: sizes m=" + std::to_string(m) + " n=" + std::to_string(n) +
                                 " k=" + std::to_string(k) + " (k must be 0.." + std::to_string(kMaxInt8Depth) + ")");
@@ -84,7 +95,9 @@ void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y
   xq.resize(size_t(m * k));
   xscale.resize(size_t(m));
   xsum.resize(size_t(m));
-  for (int64_t i = 0; i < m; ++i) quantize_row(x + i * k, k, xq.data() + i * k, xscale[size_t(i)], xsum[size_t(i)]);
+  for (int64_t i = 0; i < m; ++i)
+    quantize_row(x + i * k, k, input_amax ? input_amax[i] : row_amax(x + i * k, k), xq.data() + i * k,
+                 xscale[size_t(i)], xsum[size_t(i)]);
   const detail::Int8Args a{xq.data(), xscale.data(), xsum.data(), w, scales, y, n, m, n, k};
   const bool vnni = vnni_on_this_cpu();
   // As gemm_nt splits n: units of 16 rows, one thread for problems too small to wake the team.
