@@ -1,12 +1,11 @@
 #include "guided/json_schema_regex.h"
 
 #include <algorithm>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
-#include "guided/dfa_intersection.h"
+#include "guided/json_schema_one_of.h"
 #include "guided/regex_nfa.h"
 
 namespace tpbatch::guided {
@@ -106,30 +105,39 @@ class SchemaRegex {
     return either(branches(list, where, keyword));
   }
 
-  // JSON Schema's oneOf holds when exactly one branch matches. Branches whose outputs no two
-  // share make it the alternatives of anyOf; branches that share one are refused, naming a
-  // shortest shared output (found on the product of the two branches' automata).
+  // Exactly one branch matching: branches no value matches twice (json_schema_one_of.h), as
+  // alternatives.
   std::string one_of(const json& list, const std::string& where, const std::string& at) {
     const std::vector<std::string> alts = branches(list, where, "oneOf");
-    std::vector<std::unique_ptr<ByteDfa>> dfas;
-    for (const std::string& a : alts) dfas.push_back(std::make_unique<ByteDfa>(compile_regex(a)));
-    const std::string prefix = "oneOf at #" + at + ": branches ";
-    for (size_t i = 0; i < alts.size(); ++i)
-      for (size_t j = i + 1; j < alts.size(); ++j) {
-        const CommonString common = shortest_common_string(*dfas[i], *dfas[j], max_one_of_pairs_);
-        const std::string pair = prefix + std::to_string(i) + " and " + std::to_string(j);
-        if (common.outcome == CommonString::kOverBudget)
-          throw GuidedError(pair + " are too large to tell apart (over " + std::to_string(max_one_of_pairs_) +
-                            " automaton state pairs; use anyOf if the branches never overlap)");
-        if (common.outcome == CommonString::kFound)
-          throw GuidedError(pair + " both admit " + shown(common.text) +
-                            " (oneOf needs branches no value matches twice; use anyOf if that is meant)");
-      }
+    SchemaReader reader;
+    reader.resolved = [this, where](const json& s) -> const json& { return resolved(s, where); };
+    reader.regex = [this, where](const json& s) { return value(s, where); };
+    check_one_of_branches(list, alts, at, max_one_of_pairs_, reader);
     return either(alts);
   }
 
-  static std::string shown(const std::string& text) {
-    return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+  // The schema behind top-level $refs and one-element allOfs.
+  const json& resolved(const json& s, const std::string& where) {
+    const json* at = &s;
+    for (int hops = 0; at->is_object() && hops < 64; ++hops) {
+      if (auto r = at->find("$ref"); r != at->end() && r->is_string()) at = &ref_target(r->get<std::string>(), where);
+      else if (auto a = at->find("allOf"); a != at->end() && a->is_array() && a->size() == 1) at = &(*a)[0];
+      else break;
+    }
+    return *at;
+  }
+
+  const json& ref_target(const std::string& path, const std::string& where) {
+    if (path == "#") return root_;
+    for (const char* folder : {"definitions", "$defs"}) {
+      const std::string prefix = std::string("#/") + folder + "/";
+      if (path.rfind(prefix, 0) != 0) continue;
+      auto defs = root_.find(folder);
+      if (defs == root_.end() || !defs->is_object() || !defs->contains(path.substr(prefix.size())))
+        fail(where, "$ref", "'" + path + "' names nothing");
+      return defs->at(path.substr(prefix.size()));
+    }
+    fail(where, "$ref", "'" + path + "' is not a local definition (#/definitions/... or #/$defs/...)");
   }
 
   std::string ref(const json& r, const std::string& where) {
@@ -137,15 +145,7 @@ class SchemaRegex {
     const std::string path = r.get<std::string>();
     if (std::find(stack_.begin(), stack_.end(), path) != stack_.end())
       fail(where, "$ref", "to '" + path + "' is recursive, which is not supported");
-    const json* target = &root_;
-    if (path != "#") {
-      std::string rest;
-      if (path.rfind("#/definitions/", 0) == 0) target = &root_["definitions"], rest = path.substr(14);
-      else if (path.rfind("#/$defs/", 0) == 0) target = &root_["$defs"], rest = path.substr(8);
-      else fail(where, "$ref", "'" + path + "' is not a local definition (#/definitions/... or #/$defs/...)");
-      if (!target->is_object() || !target->contains(rest)) fail(where, "$ref", "'" + path + "' names nothing");
-      target = &(*target)[rest];
-    }
+    const json* target = &ref_target(path, where);
     stack_.push_back(path);
     std::string out = value(*target, path.substr(1));
     stack_.pop_back();

@@ -2,7 +2,7 @@
 // A JSON Schema as a regex over its compact JSON text (no whitespace between tokens), as outlines
 // builds one. The subset: type (one or a list), properties (written in the schema's order; those
 // not in `required` may be left out), required, items, minItems/maxItems, enum, const, anyOf,
-// oneOf (branches no output matches twice, else refused), a one-element allOf, $ref to "#",
+// oneOf (branches no value matches twice, else refused: json_schema_one_of.h), a one-element allOf, $ref to "#",
 // "#/definitions/..." or "#/$defs/...", minLength/maxLength, pattern, format (date-time, date,
 // time, uuid, email, ipv4), minimum/exclusiveMinimum of 0 or 1 on integers and minimum 0 on
 // numbers. Annotations (title, description, default, examples, $schema, $id, $comment, readOnly,
