@@ -320,3 +320,32 @@ TEST(GuidedConstraint, RequiredNamesOnlyPropertiesTheSchemaLists) {
   auto empty = schema({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}});
   EXPECT_TRUE(accepts(*empty, "{}"));
 }
+
+// JSON Schema lets an object hold properties its schema does not list: an object one branch writes
+// may match another branch whose text it is not. Checked against what Python's jsonschema says
+// of the shared values named in the comments.
+TEST(GuidedConstraint, OneOfObjectsMustBeToldApartByARequiredProperty) {
+  ConstraintSource s;
+  // {"a":0} is written by branch 0 only, but matches branch 1 too (b is optional, a allowed).
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]})";
+  EXPECT_NE(refusal(s).find("oneOf at #: branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  // Each requires a property the other never writes.
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}},"required":["b"]}]})";
+  EXPECT_TRUE(accepts(*compile(s), R"({"b":1})"));
+  // Branch 1 allows no property but b, and branch 0 always writes a.
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}},"additionalProperties":false}]})";
+  EXPECT_TRUE(accepts(*compile(s), "{}"));
+  // A discriminator one level down, through $refs; then made optional in one branch.
+  const std::string defs = R"("$defs":{"one":{"properties":{"t":{"const":1}},"required":["t"]},"two":{"properties":{"t":{"const":2}},"required":["t"]},)"
+                           R"("loose":{"properties":{"t":{"const":2}}}})";
+  s.json_schema = R"({)" + defs + R"(,"oneOf":[{"properties":{"x":{"$ref":"#/$defs/one"}},"required":["x"]},)"
+                  R"({"properties":{"x":{"$ref":"#/$defs/two"}},"required":["x"]}]})";
+  EXPECT_TRUE(accepts(*compile(s), R"({"x":{"t":2}})"));
+  s.json_schema = R"({)" + defs + R"(,"oneOf":[{"properties":{"x":{"$ref":"#/$defs/one"}},"required":["x"]},)"
+                  R"({"properties":{"x":{"$ref":"#/$defs/loose"}},"required":["x"]}]})";  // {"x":{"t":1}} matches both
+  EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  // A branch matching anything overlaps every other, even where its text (bounded strings) does not.
+  s.json_schema = R"({"oneOf":[{"type":"string","minLength":20},{"description":"anything"}]})";
+  s.max_string_length = 10;
+  EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+}
