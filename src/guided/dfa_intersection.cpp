@@ -32,18 +32,18 @@ CommonString shortest_common_string(ByteDfa& a, ByteDfa& b, int64_t max_pairs) {
   // Breadth first, so the first accepting pair reached is at the least depth: a shortest string.
   for (int64_t at = 0; at < static_cast<int64_t>(seen.size()); ++at) {
     const Visited here = seen[at];
-    if (a.accepting(here.a) && b.accepting(here.b)) return {CommonString::kFound, path_to(seen, at)};
+    if (a.accepting(here.a) && b.accepting(here.b)) return {CommonString::kFound, path_to(seen, at), at + 1};
     for (int byte = 0; byte < 256; ++byte) {
       const int32_t na = a.next(here.a, static_cast<uint8_t>(byte));
       if (na == ByteDfa::kDead) continue;
       const int32_t nb = b.next(here.b, static_cast<uint8_t>(byte));
       if (nb == ByteDfa::kDead) continue;
       if (!index.emplace(key(na, nb), static_cast<int64_t>(seen.size())).second) continue;
-      if (static_cast<int64_t>(seen.size()) >= max_pairs) return {CommonString::kOverBudget, ""};
+      if (static_cast<int64_t>(seen.size()) >= max_pairs) return {CommonString::kOverBudget, "", max_pairs};
       seen.push_back({na, nb, at, static_cast<uint8_t>(byte)});
     }
   }
-  return {CommonString::kNone, ""};
+  return {CommonString::kNone, "", static_cast<int64_t>(seen.size())};
 }
 
 }  // namespace tpbatch::guided

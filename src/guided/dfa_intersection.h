@@ -13,6 +13,7 @@ namespace tpbatch::guided {
 struct CommonString {
   enum Outcome { kNone, kFound, kOverBudget } outcome = kNone;
   std::string text;  // kFound: a shortest string both accept
+  int64_t pairs = 0;  // state pairs visited
 };
 
 CommonString shortest_common_string(ByteDfa& a, ByteDfa& b, int64_t max_pairs);

@@ -46,10 +46,12 @@ std::vector<std::string> required_of(const json& s) {
 class OneOfCheck {
  public:
   OneOfCheck(int64_t max_pairs, const SchemaReader& reader, std::string where)
-      : max_pairs_(max_pairs), reader_(reader), where_(std::move(where)) {}
+      : max_pairs_(max_pairs), pairs_left_(max_pairs), reader_(reader), where_(std::move(where)) {}
 
+  // The budget is the whole oneOf's, so many branches cannot multiply it.
   CommonString shared_text(ByteDfa& a, ByteDfa& b, size_t i, size_t j) const {
-    const CommonString common = shortest_common_string(a, b, max_pairs_);
+    const CommonString common = shortest_common_string(a, b, pairs_left_);
+    pairs_left_ -= common.pairs;
     if (common.outcome == CommonString::kOverBudget)
       refuse(i, j, "are too large to tell apart (over " + std::to_string(max_pairs_) +
                        " automaton state pairs; use anyOf if the branches never overlap)");
@@ -98,6 +100,7 @@ class OneOfCheck {
 
  private:
   int64_t max_pairs_;
+  mutable int64_t pairs_left_;
   const SchemaReader& reader_;
   std::string where_;
 };

@@ -16,7 +16,8 @@
 
 namespace tpbatch::guided {
 
-// How many pairs of automaton states the check of two oneOf branches may visit.
+// How many pairs of automaton states the check of one oneOf's branches may visit, all pairs of
+// branches together.
 constexpr int64_t kMaxOneOfPairs = 200'000;
 
 // schema_text: the schema as JSON text. Bounds: source.max_string_length, source.max_items.

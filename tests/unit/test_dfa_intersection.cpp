@@ -91,5 +91,7 @@ TEST(DfaIntersection, TheWitnessIsAShortestCommonString) {
 TEST(DfaIntersection, AWalkPastTheBudgetIsReportedNotFinished) {
   // Only a 60-character string is common: the walk reaches over 50 pairs before it.
   EXPECT_EQ(intersect("a{60}", "a*", 50).outcome, CommonString::kOverBudget);
-  EXPECT_EQ(intersect("a{60}", "a*", 100).text, std::string(60, 'a'));
+  const CommonString within = intersect("a{60}", "a*", 100);
+  EXPECT_EQ(within.text, std::string(60, 'a'));
+  EXPECT_EQ(within.pairs, 61);  // "", "a", ..., 60 a's
 }

@@ -267,6 +267,17 @@ TEST(GuidedConstraint, OneOfBranchesTooLargeToTellApartAreRefusedNamingWhere) {
     EXPECT_EQ(std::string(e.what()).rfind("oneOf at #/properties/id: branches 0 and 1 are too large to tell apart "
                                           "(over 3 automaton state pairs", 0), 0u) << e.what();
   }
+  // The budget is the oneOf's: each pair of three branches fits 50 pairs, all three pairs do not.
+  const std::string three = R"({"oneOf":[{"type":"string","pattern":"[a-z]{0,30}0"},{"type":"string","pattern":"[a-z]{0,30}1"},)"
+                            R"({"type":"string","pattern":"[a-z]{0,30}2"}]})";
+  EXPECT_NO_THROW(json_schema_regex(sch, bounds, 50));
+  EXPECT_NO_THROW(json_schema_regex(three, bounds, 200));
+  try {
+    json_schema_regex(three, bounds, 50);
+    ADD_FAILURE() << "compiled";
+  } catch (const GuidedError& e) {
+    EXPECT_NE(std::string(e.what()).find("are too large to tell apart"), std::string::npos) << e.what();
+  }
 }
 
 // Every order and subset of three properties, with bad commas: accepted exactly when the members
