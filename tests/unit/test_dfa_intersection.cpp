@@ -1,5 +1,5 @@
 // shortest_common_string against a brute-force reference: small random regexes over {a, b, c},
-// every string up to length 4 matched by std::regex (an independent matcher). Where the
+// every string up to length 4 over {a, b, c} matched by std::regex (an independent matcher). Where the
 // reference finds a common string, ours finds one of the same (least) length; where it finds
 // none, ours finds none or a longer one that both regexes match.
 #include <gtest/gtest.h>
@@ -36,7 +36,7 @@ std::vector<std::string> strings_up_to(size_t length) {
   for (size_t begin = 0, n = 0; n < length; ++n) {
     const size_t end = out.size();
     for (size_t i = begin; i < end; ++i)
-      for (char c : {'a', 'b', 'c', 'd'}) out.push_back(out[i] + c);
+      for (char c : {'a', 'b', 'c'}) out.push_back(out[i] + c);
     begin = end;
   }
   return out;  // shortest first
@@ -53,7 +53,7 @@ TEST(DfaIntersection, MatchesABruteForceSearchOnRandomRegexes) {
   std::mt19937 rng(20261203);
   const std::vector<std::string> candidates = strings_up_to(4);
   int found = 0, none = 0;
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < 120; ++trial) {
     const std::string x = random_regex(rng, 1), y = random_regex(rng, 1);
     const std::regex rx(x), ry(y);
     const std::string* shortest = nullptr;
@@ -77,8 +77,8 @@ TEST(DfaIntersection, MatchesABruteForceSearchOnRandomRegexes) {
           << x << " & " << y << ": '" << ours.text << "'";
   }
   // Both outcomes are exercised, or the test would prove little.
-  EXPECT_GT(found, 30);
-  EXPECT_GT(none, 30);
+  EXPECT_GT(found, 20) << none;
+  EXPECT_GT(none, 20) << found;
 }
 
 TEST(DfaIntersection, TheWitnessIsAShortestCommonString) {
