@@ -21,7 +21,7 @@ if [ "$MODEL" = 125m ]; then
   tar xJf "$ROOT/tests/data/tokenizers.tar.xz" -C "$WORK" tokenizers/llama-spm
   cp "$WORK"/tokenizers/llama-spm/tokenizer.json "$WORK"/tokenizers/llama-spm/tokenizer_config.json "$MODEL/"
 fi
-SCHEMA='{"type":"object","properties":{"name":{"type":"string","maxLength":40},"age":{"type":"integer","minimum":0},"tags":{"type":"array","items":{"type":"string","maxLength":20},"maxItems":4},"story":{"type":"string","maxLength":200}}}'
+SCHEMA='{"type":"object","properties":{"name":{"type":"string","maxLength":40},"age":{"type":"integer","minimum":0},"tags":{"type":"array","items":{"type":"string","maxLength":20},"maxItems":4},"story":{"type":"string","maxLength":200}},"required":["name","age","tags","story"]}'
 for i in $(seq 1 "$ROWS"); do echo "{\"id\": \"r$i\", \"prompt\": \"Once upon a time number $i\"}"; done >"$WORK/in.jsonl"
 run() {  # run NAME [extra YAML lines]: prints output tok/s
   local name=$1

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
+#include "guided/json_schema_one_of.h"
 #include "guided/regex_nfa.h"
 
 namespace tpbatch::guided {
@@ -16,8 +18,8 @@ constexpr const char* kStringChar = R"((?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a
 // Digits are bounded so a model cannot write a number forever (a double has 17 significant digits).
 constexpr const char* kNonNegativeInteger = "(?:0|[1-9][0-9]{0,15})";
 constexpr const char* kFraction = R"((?:\.[0-9]{1,16})?(?:[eE][+-]?[0-9]{1,3})?)";
-constexpr int kFreeValueDepth = 2;
-constexpr size_t kMaxRegexBytes = size_t{1} << 22;  // how deep a value a schema leaves free may nest
+constexpr int kFreeValueDepth = 2;  // how deep a value a schema leaves free may nest
+constexpr size_t kMaxRegexBytes = size_t{1} << 22;
 
 std::string repeat(const std::string& atom, int64_t min, int64_t max) {
   return "(?:" + atom + "){" + std::to_string(min) + "," + (max < 0 ? "" : std::to_string(max)) + "}";
@@ -33,7 +35,8 @@ std::string list_of(const std::string& item, int64_t min, int64_t max) {
 
 class SchemaRegex {
  public:
-  SchemaRegex(const json& root, const ConstraintSource& b) : root_(root), b_(b) {}
+  SchemaRegex(const json& root, const ConstraintSource& b, int64_t max_one_of_pairs = kMaxOneOfPairs)
+      : root_(root), b_(b), max_one_of_pairs_(max_one_of_pairs) {}
 
   std::string value(const json& s, const std::string& where) {
     if (s.is_boolean()) {
@@ -58,8 +61,8 @@ class SchemaRegex {
       for (const auto& v : *it) alt += (alt.empty() ? "" : "|") + regex_escape(v.dump());
       return "(?:" + alt + ")";
     }
-    for (const char* k : {"anyOf", "oneOf"})
-      if (auto it = s.find(k); it != s.end()) return alternatives(*it, where + "/" + k, k);
+    if (auto it = s.find("anyOf"); it != s.end()) return alternatives(*it, where + "/anyOf", "anyOf");
+    if (auto it = s.find("oneOf"); it != s.end()) return one_of(*it, where + "/oneOf", where);
     if (auto it = s.find("allOf"); it != s.end()) {
       if (!it->is_array() || it->size() != 1) fail(where, "allOf", "is supported with one schema only");
       return value((*it)[0], where + "/allOf/0");
@@ -85,12 +88,56 @@ class SchemaRegex {
     throw GuidedError("JSON Schema keyword '" + keyword + "' at " + at + " " + why);
   }
 
-  std::string alternatives(const json& list, const std::string& where, const char* keyword) {
+  std::vector<std::string> branches(const json& list, const std::string& where, const char* keyword) {
     if (!list.is_array() || list.empty()) fail(where, keyword, "must be a non-empty list");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < list.size(); ++i) out.push_back(value(list[i], where + "/" + std::to_string(i)));
+    return out;
+  }
+
+  static std::string either(const std::vector<std::string>& alts) {
     std::string alt;
-    for (size_t i = 0; i < list.size(); ++i)
-      alt += (i ? "|" : "") + value(list[i], where + "/" + std::to_string(i));
+    for (const std::string& a : alts) alt += (alt.empty() ? "" : "|") + a;
     return "(?:" + alt + ")";
+  }
+
+  std::string alternatives(const json& list, const std::string& where, const char* keyword) {
+    return either(branches(list, where, keyword));
+  }
+
+  // Exactly one branch matching: branches no value matches twice (json_schema_one_of.h), as
+  // alternatives.
+  std::string one_of(const json& list, const std::string& where, const std::string& at) {
+    const std::vector<std::string> alts = branches(list, where, "oneOf");
+    SchemaReader reader;
+    reader.resolved = [this, where](const json& s) -> const json& { return resolved(s, where); };
+    reader.regex = [this, where](const json& s) { return value(s, where); };
+    check_one_of_branches(list, alts, at, max_one_of_pairs_, reader);
+    return either(alts);
+  }
+
+  // The schema behind top-level $refs and one-element allOfs.
+  const json& resolved(const json& s, const std::string& where) {
+    const json* at = &s;
+    for (int hops = 0; at->is_object() && hops < 64; ++hops) {
+      if (auto r = at->find("$ref"); r != at->end() && r->is_string()) at = &ref_target(r->get<std::string>(), where);
+      else if (auto a = at->find("allOf"); a != at->end() && a->is_array() && a->size() == 1) at = &(*a)[0];
+      else break;
+    }
+    return *at;
+  }
+
+  const json& ref_target(const std::string& path, const std::string& where) {
+    if (path == "#") return root_;
+    for (const char* folder : {"definitions", "$defs"}) {
+      const std::string prefix = std::string("#/") + folder + "/";
+      if (path.rfind(prefix, 0) != 0) continue;
+      auto defs = root_.find(folder);
+      if (defs == root_.end() || !defs->is_object() || !defs->contains(path.substr(prefix.size())))
+        fail(where, "$ref", "'" + path + "' names nothing");
+      return defs->at(path.substr(prefix.size()));
+    }
+    fail(where, "$ref", "'" + path + "' is not a local definition (#/definitions/... or #/$defs/...)");
   }
 
   std::string ref(const json& r, const std::string& where) {
@@ -98,15 +145,7 @@ class SchemaRegex {
     const std::string path = r.get<std::string>();
     if (std::find(stack_.begin(), stack_.end(), path) != stack_.end())
       fail(where, "$ref", "to '" + path + "' is recursive, which is not supported");
-    const json* target = &root_;
-    if (path != "#") {
-      std::string rest;
-      if (path.rfind("#/definitions/", 0) == 0) target = &root_["definitions"], rest = path.substr(14);
-      else if (path.rfind("#/$defs/", 0) == 0) target = &root_["$defs"], rest = path.substr(8);
-      else fail(where, "$ref", "'" + path + "' is not a local definition (#/definitions/... or #/$defs/...)");
-      if (!target->is_object() || !target->contains(rest)) fail(where, "$ref", "'" + path + "' names nothing");
-      target = &(*target)[rest];
-    }
+    const json* target = &ref_target(path, where);
     stack_.push_back(path);
     std::string out = value(*target, path.substr(1));
     stack_.pop_back();
@@ -131,20 +170,53 @@ class SchemaRegex {
   std::string object(const json& s, const std::string& where) {
     auto props = s.find("properties");
     if (props == s.end() || !props->is_object() || props->empty()) {
+      if (auto r = s.find("required"); r != s.end() && !(r->is_array() && r->empty()))
+        fail(where, "required", "needs the properties it names in properties");
       auto extra = s.find("additionalProperties");  // a map: each member's value follows this schema
       if (extra != s.end() && extra->is_boolean() && !extra->get<bool>()) return R"(\{\})";
       if (extra == s.end() || !extra->is_object()) return free_object(kFreeValueDepth);
       const std::string member = free_string() + ":" + value(*extra, where + "/additionalProperties");
       return R"(\{)" + list_of(member, 0, b_.max_items > 0 ? b_.max_items : -1) + R"(\})";
     }
-    std::string out = R"(\{)";
-    bool first = true;
+    const std::set<std::string> required = required_names(s, *props, where);
+    std::vector<std::string> members;
+    std::vector<bool> optional;
     for (const auto& kv : props->items()) {
-      out += (first ? "" : ",") + regex_escape(json(kv.key()).dump()) + ":" +
-             value(kv.value(), where + "/properties/" + kv.key());
-      first = false;
+      members.push_back(regex_escape(json(kv.key()).dump()) + ":" + value(kv.value(), where + "/properties/" + kv.key()));
+      optional.push_back(!required.count(kv.key()));
     }
-    return out + R"(\})";
+    return R"(\{)" + present_members(members, optional) + R"(\})";
+  }
+
+  std::set<std::string> required_names(const json& s, const json& props, const std::string& where) const {
+    std::set<std::string> names;
+    auto it = s.find("required");
+    if (it == s.end()) return names;
+    if (!it->is_array()) fail(where, "required", "must be a list of property names");
+    for (const json& name : *it) {
+      if (!name.is_string()) fail(where, "required", "must be a list of property names");
+      if (!props.contains(name.get<std::string>()))
+        fail(where, "required", "names '" + name.get<std::string>() + "', which is not in properties");
+      names.insert(name.get<std::string>());
+    }
+    return names;
+  }
+
+  // The members present, in the schema's order: every required one and any subset of the
+  // optional ones, comma-separated. One alternative per member that can come first (those
+  // before it are optional and absent): that member, then each later one as ",m" or "(?:,m)?".
+  // O(n^2) in the members, where listing the subsets would be O(2^n).
+  static std::string present_members(const std::vector<std::string>& members, const std::vector<bool>& optional) {
+    std::vector<std::string> after(members.size() + 1);  // after[k]: members k.. once one was written
+    for (size_t k = members.size(); k-- > 0;)
+      after[k] = (optional[k] ? "(?:," + members[k] + ")?" : "," + members[k]) + after[k + 1];
+    std::vector<std::string> firsts;
+    for (size_t k = 0; k < members.size(); ++k) {
+      firsts.push_back(members[k] + after[k + 1]);
+      if (!optional[k]) break;
+    }
+    if (firsts.size() == members.size() && optional.back()) return either(firsts) + "?";  // {} too
+    return firsts.size() == 1 ? firsts[0] : either(firsts);
   }
 
   std::string array(const json& s, const std::string& where) {
@@ -270,20 +342,21 @@ class SchemaRegex {
   friend std::string tpbatch::guided::json_object_regex(const ConstraintSource&);
   const json& root_;
   const ConstraintSource& b_;
+  const int64_t max_one_of_pairs_;
   std::vector<std::string> stack_;  // the $refs being expanded
   size_t expanded_ = 0;             // bytes of regex the $refs have written so far
 };
 
 }  // namespace
 
-std::string json_schema_regex(std::string_view schema_text, const ConstraintSource& bounds) {
+std::string json_schema_regex(std::string_view schema_text, const ConstraintSource& bounds, int64_t max_one_of_pairs) {
   json root;
   try {
     root = json::parse(schema_text);
   } catch (const json::exception& e) {
     throw GuidedError(std::string("the JSON Schema is not valid JSON: ") + e.what());
   }
-  SchemaRegex s(root, bounds);
+  SchemaRegex s(root, bounds, max_one_of_pairs);
   return s.value(root, "");
 }
 

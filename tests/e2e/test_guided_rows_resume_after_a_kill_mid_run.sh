@@ -19,7 +19,8 @@ rows = [
     {"id": "row-regex", "prompt": "The dog", "guided_regex": r"[A-Z][a-z]{2,8}( [a-z]{1,8}){2,5}\."},
     {"id": "row-choice", "prompt": "The cat was", "guided_choice": ["happy", "sad", "very tired"]},
     {"id": "row-schema", "prompt": "Tom had", "guided_json": {"type": "object", "properties": {
-        "toys": {"type": "array", "items": {"type": "string"}, "maxItems": 2}, "happy": {"type": "boolean"}}}},
+        "toys": {"type": "array", "items": {"type": "string"}, "maxItems": 2}, "happy": {"type": "boolean"}},
+        "required": ["toys", "happy"]}},
     {"id": "job-schema-short", "prompt": "One day", "max_new_tokens": 6},
 ]
 with open(sys.argv[1], "w") as f:
@@ -28,7 +29,7 @@ with open(sys.argv[1], "w") as f:
 PY
 write_job "$WORK/job.yaml" "$STORIES" "$WORK/in.jsonl" "$WORK/ref.h5" \
   "  flush_rows: 1" "sampling:" "  max_new_tokens: 60" "  temperature: 0.0" \
-  "guided:" "  json: {type: object, properties: {name: {type: string}, age: {type: integer, minimum: 0}}}" \
+  "guided:" "  json: {type: object, properties: {name: {type: string}, age: {type: integer, minimum: 0}}, required: [name, age]}" \
   "  max_string_length: 8" "  max_items: 3"
 sed -i 's/^  if_exists: overwrite$/  if_exists: resume/' "$WORK/job.yaml"
 "$TPBATCH" "$WORK/job.yaml" 2>"$WORK/ref.log" || { cat "$WORK/ref.log"; fail "the uninterrupted run failed"; }

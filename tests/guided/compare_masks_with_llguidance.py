@@ -29,8 +29,11 @@ import llguidance
 # (docs/guided.md, "What is supported"):
 #  - compact JSON: no whitespace between tokens, "," and ":" as separators;
 #  - \uXXXX escapes of any character, as our string regex admits;
-#  - every property is written, in the schema's order, and no other property: required = all,
-#    additionalProperties false;
+#  - the properties written are in the schema's order, those in `required` always and no other
+#    property: the schema's required, additionalProperties false (llguidance writes properties in
+#    the schema's order too);
+#  - oneOf is kept: ours refuses branches that share an output, so where it compiles, exactly one
+#    branch matches each output and oneOf means what anyOf does;
 #  - max_string_length / max_items bound the strings and arrays a schema leaves unbounded;
 #  - at most 16 integer digits: minimum/maximum +-(10^16 - 1) on integers;
 #  - a value a schema leaves free is any JSON value nested at most 2 levels;
@@ -102,12 +105,11 @@ def normalized_schema(s, max_len, max_items, depth=FREE_DEPTH):
         elif k in ("items", "additionalProperties") and isinstance(v, dict):
             out[k] = normalized_schema(v, max_len, max_items)
         elif k in ("anyOf", "oneOf", "allOf"):
-            out["anyOf" if k == "oneOf" else k] = [normalized_schema(sub, max_len, max_items) for sub in v]
+            out[k] = [normalized_schema(sub, max_len, max_items) for sub in v]
         else:
             out[k] = v
     types = s.get("type") if isinstance(s.get("type"), list) else [s.get("type")]
     if "properties" in s:
-        out["required"] = list(s["properties"].keys())
         out["additionalProperties"] = False
     elif "object" in types and "additionalProperties" not in s:
         out.update(normalized_schema(free_value(depth, max_len, max_items)["anyOf"][4], max_len, max_items))

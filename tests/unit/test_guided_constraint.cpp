@@ -3,7 +3,9 @@
 // per byte plus a few multi-byte tokens, so every string can be walked token by token.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -217,4 +219,144 @@ TEST(GuidedConstraint, TwoKindsAtOnceAreRefused) {
   s.regex = "a";
   s.choice = {"a"};
   EXPECT_NE(refusal(s).find("set one of"), std::string::npos);
+}
+
+TEST(GuidedConstraint, OneOfWithBranchesNoOutputMatchesTwiceIsTheirAlternatives) {
+  auto c = schema({{"oneOf", {{{"type", "string"}}, {{"type", "integer"}}}}});
+  for (const char* yes : {R"("a")", "12", "-3"}) EXPECT_TRUE(accepts(*c, yes)) << yes;
+  for (const char* no : {"1.5", "true"}) EXPECT_FALSE(accepts(*c, no)) << no;
+  // Objects told apart by a required property's const (a discriminator).
+  const nlohmann::ordered_json cat = {{"type", "object"},
+                                      {"properties", {{"kind", {{"const", "cat"}}}, {"lives", {{"type", "integer"}}}}},
+                                      {"required", {"kind"}}};
+  const nlohmann::ordered_json dog = {{"type", "object"},
+                                      {"properties", {{"kind", {{"const", "dog"}}}, {"good", {{"type", "boolean"}}}}},
+                                      {"required", {"kind"}}};
+  auto pets = schema({{"oneOf", {cat, dog}}});
+  for (const char* yes : {R"({"kind":"cat","lives":9})", R"({"kind":"dog"})", R"({"kind":"dog","good":true})"})
+    EXPECT_TRUE(accepts(*pets, yes)) << yes;
+  for (const char* no : {R"({"kind":"cat","good":true})", R"({})", R"({"kind":"cow"})"})
+    EXPECT_FALSE(accepts(*pets, no)) << no;
+}
+
+TEST(GuidedConstraint, OneOfWithBranchesSharingAnOutputIsRefusedNamingAShortestOne) {
+  ConstraintSource s;
+  s.json_schema = R"({"type":"object","properties":{"x":{"oneOf":[{"type":"integer"},{"type":"string"},{"type":"number"}]}}})";
+  EXPECT_EQ(refusal(s), "guided_json: oneOf at #/properties/x: branches 0 and 2 both admit \"0\" (oneOf needs "
+                        "branches no value matches twice; use anyOf if that is meant)");
+  // Two objects with nothing required share {}.
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"string"}}},{"properties":{"b":{"type":"string"}}}]})";
+  EXPECT_NE(refusal(s).find("oneOf at #: branches 0 and 1 both admit \"{}\""), std::string::npos) << refusal(s);
+  s.json_schema = R"({"oneOf":[{"type":"string","maxLength":2},{"type":"string","pattern":"[a-z]+"}]})";
+  EXPECT_NE(refusal(s).find("both admit \"\\\"a\\\"\""), std::string::npos) << refusal(s);
+  // The same branches as anyOf are what the schema means then.
+  s.json_schema = R"({"anyOf":[{"type":"integer"},{"type":"number"}]})";
+  EXPECT_TRUE(accepts(*compile(s), "1.5"));
+}
+
+TEST(GuidedConstraint, OneOfBranchesTooLargeToTellApartAreRefusedNamingWhere) {
+  ConstraintSource bounds;
+  // Disjoint, but only their last character tells them apart: the walk visits about 30 pairs.
+  const std::string sch = R"({"properties":{"id":{"oneOf":[{"type":"string","pattern":"[a-z]{0,30}0"},)"
+                          R"({"type":"string","pattern":"[a-z]{0,30}1"}]}},"required":["id"]})";
+  EXPECT_NO_THROW(json_schema_regex(sch, bounds));
+  try {
+    json_schema_regex(sch, bounds, 3);
+    ADD_FAILURE() << "compiled";
+  } catch (const GuidedError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("oneOf at #/properties/id: branches 0 and 1 are too large to tell apart "
+                                          "(over 3 automaton state pairs", 0), 0u) << e.what();
+  }
+  // The budget is the oneOf's: each pair of three branches fits 50 pairs, all three pairs do not.
+  const std::string three = R"({"oneOf":[{"type":"string","pattern":"[a-z]{0,30}0"},{"type":"string","pattern":"[a-z]{0,30}1"},)"
+                            R"({"type":"string","pattern":"[a-z]{0,30}2"}]})";
+  EXPECT_NO_THROW(json_schema_regex(sch, bounds, 50));
+  EXPECT_NO_THROW(json_schema_regex(three, bounds, 200));
+  try {
+    json_schema_regex(three, bounds, 50);
+    ADD_FAILURE() << "compiled";
+  } catch (const GuidedError& e) {
+    EXPECT_NE(std::string(e.what()).find("are too large to tell apart"), std::string::npos) << e.what();
+  }
+}
+
+// Every order and subset of three properties, with bad commas: accepted exactly when the members
+// present are in the schema's order, include every required one and are comma-separated.
+TEST(GuidedConstraint, PropertiesNotRequiredMayBeLeftOutAndThoseWrittenKeepTheSchemasOrder) {
+  const std::vector<std::pair<std::string, std::string>> members = {{"a", "1"}, {"b", R"("x")"}, {"c", "true"}};
+  for (const std::set<std::string>& required : std::vector<std::set<std::string>>{{}, {"b"}, {"a", "c"}, {"a", "b", "c"}}) {
+    nlohmann::ordered_json sch = {{"type", "object"},
+                                  {"properties", {{"a", {{"type", "integer"}}}, {"b", {{"type", "string"}}}, {"c", {{"type", "boolean"}}}}}};
+    if (!required.empty()) sch["required"] = required;
+    auto c = schema(sch);
+    // Every sequence of distinct members (any order, any subset), written three ways.
+    std::set<std::vector<int>> sequences = {{}};
+    for (size_t len = 1; len <= 3; ++len)
+      for (int mask = 0; mask < 27; ++mask) {
+        std::vector<int> seq = {mask % 3, mask / 3 % 3, mask / 9};
+        seq.resize(len);
+        if (std::set<int>(seq.begin(), seq.end()).size() == len) sequences.insert(seq);
+      }
+    ASSERT_EQ(sequences.size(), 16u);  // 1 + 3 + 6 + 6
+    int valid = 0;
+    for (const std::vector<int>& seq : sequences) {
+      std::string body;
+      std::set<std::string> present;
+      for (int m : seq) {
+        body += (body.empty() ? "" : ",") + ("\"" + members[m].first + "\":" + members[m].second);
+        present.insert(members[m].first);
+      }
+      const bool in_order = std::is_sorted(seq.begin(), seq.end());
+      const bool complete = std::includes(present.begin(), present.end(), required.begin(), required.end());
+      EXPECT_EQ(accepts(*c, "{" + body + "}"), in_order && complete) << "{" << body << "}";
+      valid += in_order && complete;
+      EXPECT_FALSE(accepts(*c, "{," + body + "}")) << body;
+      EXPECT_FALSE(accepts(*c, "{" + body + ",}")) << body;
+      if (seq.size() >= 2) {
+        std::string doubled = body;
+        doubled.insert(doubled.find(",\""), ",");
+        EXPECT_FALSE(accepts(*c, "{" + doubled + "}")) << doubled;
+      }
+    }
+    EXPECT_EQ(valid, 1 << (3 - required.size()));  // the subsets of the optional ones
+  }
+}
+
+TEST(GuidedConstraint, RequiredNamesOnlyPropertiesTheSchemaLists) {
+  ConstraintSource s;
+  s.json_schema = R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a","z"]})";
+  EXPECT_EQ(refusal(s), "guided_json: JSON Schema keyword 'required' at # names 'z', which is not in properties");
+  s.json_schema = R"({"type":"object","properties":{"p":{"type":"object","required":["q"]}}})";
+  EXPECT_EQ(refusal(s), "guided_json: JSON Schema keyword 'required' at #/properties/p needs the properties it names in properties");
+  auto empty = schema({{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}});
+  EXPECT_TRUE(accepts(*empty, "{}"));
+}
+
+// JSON Schema lets an object hold properties its schema does not list: an object one branch writes
+// may match another branch whose text it is not. Checked against what Python's jsonschema says
+// of the shared values named in the comments.
+TEST(GuidedConstraint, OneOfObjectsMustBeToldApartByARequiredProperty) {
+  ConstraintSource s;
+  // {"a":0} is written by branch 0 only, but matches branch 1 too (b is optional, a allowed).
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}}}]})";
+  EXPECT_NE(refusal(s).find("oneOf at #: branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  // Each requires a property the other never writes.
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}},"required":["b"]}]})";
+  EXPECT_TRUE(accepts(*compile(s), R"({"b":1})"));
+  // Branch 1 allows no property but b, and branch 0 always writes a.
+  s.json_schema = R"({"oneOf":[{"properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"integer"}},"additionalProperties":false}]})";
+  EXPECT_TRUE(accepts(*compile(s), "{}"));
+  // A discriminator one level down, through $refs; then made optional in one branch.
+  const std::string defs = R"("$defs":{"one":{"properties":{"t":{"const":1}},"required":["t"]},"two":{"properties":{"t":{"const":2}},"required":["t"]},)"
+                           R"("loose":{"properties":{"t":{"const":2}}}})";
+  s.json_schema = R"({)" + defs + R"(,"oneOf":[{"properties":{"x":{"$ref":"#/$defs/one"}},"required":["x"]},)"
+                  R"({"properties":{"x":{"$ref":"#/$defs/two"}},"required":["x"]}]})";
+  EXPECT_TRUE(accepts(*compile(s), R"({"x":{"t":2}})"));
+  s.json_schema = R"({)" + defs + R"(,"oneOf":[{"properties":{"x":{"$ref":"#/$defs/one"}},"required":["x"]},)"
+                  R"({"properties":{"x":{"$ref":"#/$defs/loose"}},"required":["x"]}]})";  // {"x":{"t":1}} matches both
+  EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  // A branch matching anything overlaps every other, even where its text (bounded strings) does not.
+  s.json_schema = R"({"oneOf":[{"type":"string","minLength":20},{"description":"anything"}]})";
+  s.max_string_length = 10;
+  EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
 }
