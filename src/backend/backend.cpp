@@ -12,7 +12,7 @@ void Buffer::reset() {
 }
 
 void Backend::matmul_nt_scaled(BufferView, const ScaledWeightView&, BufferView, int64_t, int64_t, int64_t) {
-  throw Error("the " + name() + " backend does not run quantized (F8_E4M3 or I4) weights");
+  throw Error("the " + name() + " backend does not run quantized weights");
 }
 
 void Backend::int8_row_amax(BufferView, BufferView, int64_t, int64_t) {

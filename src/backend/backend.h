@@ -132,16 +132,14 @@ class Backend {
   // y[m,n] = x[m,k] · w[n,k]ᵀ (w in Hugging Face [out, in] layout, any weight dtype; y in the
   // activation dtype or F32).
   virtual void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) = 0;
-  // The same with quantized weights (dequantized a slice at a time inside the GEMM). Only where
-  // runs_scaled_weights() (the CPU and CUDA backends); the loader refuses quantized checkpoints elsewhere.
-  virtual bool runs_scaled_weights() const { return false; }
-  // I8 weights (W8A8: x quantized to int8 per row inside the GEMM) are a second question: a backend
-  // that runs fp8 and 4-bit weights need not run them.
-  virtual bool runs_int8_weights() const { return false; }
+  // The same with quantized weights: F8_E4M3 and I4 values dequantized a slice at a time inside
+  // the GEMM, I8 (W8A8) with x quantized to int8 per row. Only for the value dtypes where
+  // runs_quantized_weights(values) holds; the loader refuses the others, naming the tensor.
+  virtual bool runs_quantized_weights(DType /*values*/) const { return false; }
   virtual void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
                                 int64_t k);
   // amax[i] = max_c |x[i][c]| (F32 [m]; +inf for a row holding a NaN or an infinity): the number the
-  // I8 GEMM scales row i of its input by. Where runs_int8_weights().
+  // I8 GEMM scales row i of its input by. Where runs_quantized_weights(DType::I8).
   virtual void int8_row_amax(BufferView x, BufferView amax, int64_t m, int64_t k);
   // x[m,n] += bias[n]
   virtual void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) = 0;

@@ -148,12 +148,9 @@ LinearWeight WeightStaging::upload_linear(Backend& be) {
     lw.values = upload(be);
     return lw;
   }
-  if (!be.runs_scaled_weights())
+  if (!be.runs_quantized_weights(values_))
     throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
-                " backend does not run quantized checkpoints (the CPU and CUDA backends do)");
-  if (values_ == DType::I8 && !be.runs_int8_weights())
-    throw Error("tensor '" + first_name_ + "' is quantized (" + quant_.describe() + "): the " + be.name() +
-                " backend does not run int8 (W8A8) weights yet (the CPU backend does)");
+                " backend does not run " + dtype_name(values_) + " weights (the CPU backend runs every format)");
   lw.values = be.alloc(bytes_.size(), values_);
   if (!bytes_.empty()) be.upload(lw.values.view(), bytes_.data(), bytes_.size());
   lw.scales = be.alloc(scales_.size(), DType::F32);

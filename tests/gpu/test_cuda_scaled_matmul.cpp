@@ -106,7 +106,9 @@ struct Grid {
 };
 
 TEST_F(CudaVsCpu, ScaledMatmulOfFp8AndInt4WeightsMatchesCpu) {
-  ASSERT_TRUE(gpu_->runs_scaled_weights());
+  ASSERT_TRUE(gpu_->runs_quantized_weights(DType::F8E4M3));
+  ASSERT_TRUE(gpu_->runs_quantized_weights(DType::I4));
+  EXPECT_FALSE(gpu_->runs_quantized_weights(DType::I8));  // the loader refuses W8A8 checkpoints here
   const int64_t n = 67;
   const Grid grids[] = {{DType::F8E4M3, 300, 128, 0},  {DType::F8E4M3, 300, 128, 23}, {DType::F8E4M3, 300, 300, 0},
                         {DType::I4, 301, 32, 16},      {DType::I4, 256, 128, 64},     {DType::I4, 256, 256, 0}};

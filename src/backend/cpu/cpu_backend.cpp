@@ -78,8 +78,9 @@ class CpuBackend final : public Backend {
     cpu::gemm_nt(f32(x, "matmul input"), w.data, w.dtype, f32_mut(y, "matmul output"), m, n, k);
   }
 
-  bool runs_scaled_weights() const override { return true; }
-  bool runs_int8_weights() const override { return true; }
+  bool runs_quantized_weights(DType values) const override {
+    return values == DType::F8E4M3 || values == DType::I4 || values == DType::I8;
+  }
 
   void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
                         int64_t k) override {
