@@ -1,6 +1,9 @@
 #include "model/quantization.h"
 
 #include <cctype>
+#include <map>
+#include <mutex>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +63,7 @@ void parse_fp8(const QuantReader& r, QuantizationConfig& q) {
                                 "per-channel fp8 come as quant_method compressed-tensors)");
   r.block("weight_block_size", q);
   q.ignore = r.names("modules_to_not_convert");
+  q.ignore_by_part = true;
 }
 
 // A 4-bit group size: positive, or -1 for one group per row.
@@ -104,6 +108,7 @@ void parse_awq(const QuantReader& r, QuantizationConfig& q) {
   if (!boolean_or(r, "zero_point", true)) r.fail("zero_point", "false (no zero points) is not supported");
   q.packing = Int4Packing::Awq;
   q.ignore = r.names("modules_to_not_convert");
+  q.ignore_by_part = true;
 }
 
 // AutoGPTQ / GPTQModel: qweight [K/8, N], qzeros [K/g, N/8] (zero - 1 unless checkpoint_format
@@ -120,6 +125,7 @@ void parse_gptq(const QuantReader& r, QuantizationConfig& q) {
   q.desc_act = boolean_or(r, "desc_act", false);
   q.packing = Int4Packing::Gptq;
   q.ignore = r.names("modules_to_not_convert");
+  q.ignore_by_part = true;
 }
 
 // compressed-tensors W4A16: weight_packed [N, K/8] (value + 8, 8 a word from the low nibble),
@@ -191,6 +197,14 @@ void parse_int8(const QuantReader& r, const QuantReader& w, const json& group, c
 // compressed-tensors (llm-compressor): one config group whose weights say what the scales are.
 void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
   q.ignore = r.names("ignore");
+  for (const std::string& entry : q.ignore) {
+    if (entry.rfind("re:", 0) != 0) continue;
+    try {
+      std::regex check(entry.substr(3));
+    } catch (const std::regex_error& e) {
+      r.fail("ignore", "'" + entry + "' is not a regular expression we can read: " + e.what());
+    }
+  }
   if (!r.obj.contains("config_groups") || !r.obj.at("config_groups").is_object() || r.obj.at("config_groups").empty())
     r.fail("config_groups", "missing or not an object of quantization groups");
   const json& groups = r.obj.at("config_groups");
@@ -222,7 +236,31 @@ void parse_compressed_tensors(const QuantReader& r, QuantizationConfig& q) {
   }
 }
 
+// "re:" patterns compiled once: plan asks about every projection of every layer for every layout.
+const std::regex& ignore_pattern(const std::string& pattern) {
+  static std::mutex mutex;
+  static std::map<std::string, std::regex> compiled;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = compiled.find(pattern);
+  if (it == compiled.end()) it = compiled.emplace(pattern, std::regex(pattern)).first;
+  return it->second;
+}
+
 }  // namespace
+
+bool QuantizationConfig::leaves_unquantized(const std::string& module) const {
+  for (const std::string& entry : ignore) {
+    if (ignore_by_part) {
+      if (!entry.empty() && module.find(entry) != std::string::npos) return true;
+    } else if (entry.rfind("re:", 0) == 0) {
+      if (std::regex_search(module, ignore_pattern(entry.substr(3)), std::regex_constants::match_continuous))
+        return true;
+    } else if (entry == module) {
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string QuantizationConfig::scale_tensor_name(const std::string& weight_name) const {
   const std::string suffix = method == "fp8" ? "weight_scale_inv" : "weight_scale";

@@ -44,6 +44,9 @@ struct QuantizationConfig {
   ScaleGranularity granularity = ScaleGranularity::Tensor;
   int64_t block_rows = 0, block_cols = 0;  // Block: output rows x input columns per scale
   std::vector<std::string> ignore;         // modules the config says stay unquantized
+  // How ignore's entries match a module name: compressed-tensors' `ignore` holds names and "re:"
+  // patterns; transformers' modules_to_not_convert (fp8, awq, gptq) holds parts of names.
+  bool ignore_by_part = false;
   // 4-bit: the packing, scale groups of `group_size` input columns (granularity Block with
   // block_rows 1, or Channel for the whole row), whether qzeros store zero - 1 (GPTQ's classic
   // format), and GPTQ's act-order flag (run only where g_idx is the plain column / group_size).
@@ -55,6 +58,11 @@ struct QuantizationConfig {
   // W8A8: 8-bit integer weights, activations quantized per token inside the GEMM.
   bool int8 = false;
   bool quantized() const { return !method.empty(); }
+  // Whether the config leaves `module` ("model.layers.0.mlp.down_proj") unquantized: an `ignore`
+  // entry equal to it, or "re:P" with P matching from the name's start (Python's re.match, as
+  // compressed-tensors matches); a modules_to_not_convert entry contained in it (as transformers
+  // matches). `plan` counts such projections in the weights' dtype, as the loader keeps them.
+  bool leaves_unquantized(const std::string& module) const;
   bool int4() const { return bits == 4; }
   // The type the loader keeps the quantized weights' values in: F8_E4M3, I8 or I4.
   DType value_dtype() const { return int4() ? DType::I4 : int8 ? DType::I8 : DType::F8E4M3; }

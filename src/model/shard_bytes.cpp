@@ -1,6 +1,7 @@
 #include "model/shard_bytes.h"
 
 #include <algorithm>
+#include <string>
 
 #include "backend/dequantize_slices.h"
 #include "model/model_family.h"
@@ -54,28 +55,53 @@ void quantized_slice(const QuantizationConfig& q, int64_t rows, int64_t col0, in
   e.expert_scales += scales;
 }
 
-// The projections of a quantized checkpoint, as the loader slices them (llama_shard.cpp).
+// The module names of layer l's projections (llama_shard.cpp's names), to ask the config's ignore
+// lists which the quantizer left unquantized. A fused group (q|k|v, gate|up) must be quantized
+// alike (the loader refuses a mix), so its first member speaks for it; an MoE block's expert 0 and
+// shared expert speak for all its experts.
+struct LayerModules {
+  std::string q, o, gate, down, expert_gate, expert_down, shared_gate, shared_down;
+  LayerModules(const ModelConfig& cfg, int64_t l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const bool mixtral = model_family(cfg.architecture).moe == MoeRule::kMixtral;
+    const std::string block = p + (mixtral ? "block_sparse_moe." : "mlp.");
+    q = p + "self_attn.q_proj";
+    o = p + "self_attn.o_proj";
+    gate = p + "mlp.gate_proj";
+    down = p + "mlp.down_proj";
+    expert_gate = block + (mixtral ? "experts.0.w1" : "experts.0.gate_proj");
+    expert_down = block + (mixtral ? "experts.0.w2" : "experts.0.down_proj");
+    shared_gate = block + "shared_expert.gate_proj";
+    shared_down = block + "shared_expert.down_proj";
+  }
+};
+
+// The projections of a quantized checkpoint, as the loader slices them (llama_shard.cpp), layer by
+// layer: those the config's ignore lists name stay in linear (the weights' dtype).
 void count_quantized(const ModelConfig& cfg, const ShardPlacement& place, ShardElements& e) {
   const QuantizationConfig& qc = cfg.quantization;
   const int t = place.tensor, r = place.tp_rank;
   const int64_t H = cfg.hidden_size, hd = cfg.head_dim;
   const Range qh = balanced_split(cfg.num_heads, t, r), in = balanced_split(cfg.intermediate_size, t, r);
   const int64_t q = qh.size() * hd, kv = kv_heads_of_rank(cfg, t, r).size() * hd;
-  int64_t moe_layers = 0;
-  for (int64_t l = place.layers.begin; l < place.layers.end; ++l) moe_layers += cfg.is_moe_layer(l);
-  const int64_t layers = place.layers.size(), dense = layers - moe_layers;
-  quantized_slice(qc, q + 2 * kv, 0, H, H, layers, e, false);                             // q|k|v
-  quantized_slice(qc, H, qh.begin * hd, q, cfg.num_heads * hd, layers, e, false);         // o_proj
-  quantized_slice(qc, 2 * in.size(), 0, H, H, dense, e, false);                           // gate|up
-  quantized_slice(qc, H, in.begin, in.size(), cfg.intermediate_size, dense, e, false);   // down
-  if (moe_layers == 0) return;
   const Range ei = expert_inter_of_rank(cfg, place), si = shared_expert_inter_of_rank(cfg, place);
-  const int64_t held = moe_layers * experts_of_rank(cfg, place).size();
-  quantized_slice(qc, 2 * ei.size(), 0, H, H, held, e, true);
-  quantized_slice(qc, H, ei.begin, ei.size(), cfg.expert_intermediate_size, held, e, true);
-  if (cfg.shared_expert_intermediate_size > 0) {
-    quantized_slice(qc, 2 * si.size(), 0, H, H, moe_layers, e, true);
-    quantized_slice(qc, H, si.begin, si.size(), cfg.shared_expert_intermediate_size, moe_layers, e, true);
+  const int64_t held = experts_of_rank(cfg, place).size();
+  const auto quantized = [&](const std::string& module) { return !qc.leaves_unquantized(module); };
+  for (int64_t l = place.layers.begin; l < place.layers.end; ++l) {
+    const LayerModules m(cfg, l);
+    if (quantized(m.q)) quantized_slice(qc, q + 2 * kv, 0, H, H, 1, e, false);                      // q|k|v
+    if (quantized(m.o)) quantized_slice(qc, H, qh.begin * hd, q, cfg.num_heads * hd, 1, e, false);  // o_proj
+    if (!cfg.is_moe_layer(l)) {  // gate|up, down
+      if (quantized(m.gate)) quantized_slice(qc, 2 * in.size(), 0, H, H, 1, e, false);
+      if (quantized(m.down)) quantized_slice(qc, H, in.begin, in.size(), cfg.intermediate_size, 1, e, false);
+      continue;
+    }
+    if (quantized(m.expert_gate)) quantized_slice(qc, 2 * ei.size(), 0, H, H, held, e, true);
+    if (quantized(m.expert_down)) quantized_slice(qc, H, ei.begin, ei.size(), cfg.expert_intermediate_size, held, e, true);
+    if (cfg.shared_expert_intermediate_size <= 0) continue;
+    if (quantized(m.shared_gate)) quantized_slice(qc, 2 * si.size(), 0, H, H, 1, e, true);
+    if (quantized(m.shared_down))
+      quantized_slice(qc, H, si.begin, si.size(), cfg.shared_expert_intermediate_size, 1, e, true);
   }
 }
 

@@ -48,11 +48,27 @@ std::string plan_device(const PlanOptions& o, const JobSpec& job, const Hardware
   return o.device_memory_gib > 0 ? "cuda" : "cpu";
 }
 
+// Whether the shard model.safetensors.index.json names for the embedding is in the folder. A
+// folder of config.json and the index alone (the shards not downloaded) is planned from the config,
+// as one without weights is; an index we cannot read counts as present, so the run's loader names
+// what is wrong with it.
+bool indexed_embedding_present(const std::filesystem::path& dir) {
+  const std::filesystem::path index = dir / "model.safetensors.index.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(index, ec)) return false;
+  const json j = json::parse(std::ifstream(index), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object()) return true;
+  const json& wm = j.at("weight_map");
+  auto it = wm.find("model.embed_tokens.weight");
+  if (it == wm.end() || !it->is_string()) return true;
+  return std::filesystem::exists(dir / it->get<std::string>(), ec);
+}
+
 // The checkpoint's storage dtype as run_job reads it (from the embedding) when the weights are
 // there, else config.json's torch_dtype.
 DType checkpoint_dtype(const JobSpec& job, const ModelConfig& cfg) {
   const std::filesystem::path dir(job.model);
-  if (std::filesystem::exists(dir / "model.safetensors") || std::filesystem::exists(dir / "model.safetensors.index.json"))
+  if (std::filesystem::exists(dir / "model.safetensors") || indexed_embedding_present(dir))
     return WeightStore::open(dir).tensor("model.embed_tokens.weight").dtype;
   return dtype_of_name(cfg.torch_dtype, "config.json torch_dtype");
 }

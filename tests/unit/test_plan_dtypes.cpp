@@ -152,5 +152,30 @@ TEST(PlanDtypes, WithoutWeightsDtypeAutoIsTorchDtype) {
   EXPECT_EQ(plan(job.options())["weight_dtype"], "bfloat16");
 }
 
+// config.json and model.safetensors.index.json without the shards (what one downloads to plan
+// before fetching the weights): planned from the config; a shard that is there is read.
+TEST(PlanDtypes, AnIndexWithoutItsShardsIsPlannedFromTheConfig) {
+  const std::filesystem::path model = make_temp_dir("dtypes-index") / "m";
+  MakeModelOptions mo;
+  mo.dtype = "bfloat16";
+  make_model(model, mo);
+  json cfg;
+  {
+    std::ifstream in(model / "config.json");
+    in >> cfg;
+  }
+  cfg["torch_dtype"] = "float32";
+  write_file(model / "config.json", cfg.dump(2));
+  std::filesystem::rename(model / "model.safetensors", model / "model-00001-of-00001.safetensors");
+  write_file(model / "model.safetensors.index.json",
+             R"({"metadata": {"total_size": 1},
+                 "weight_map": {"model.embed_tokens.weight": "model-00001-of-00001.safetensors"}})");
+  Job job("", model);
+  EXPECT_EQ(plan(job.options())["weight_dtype"], "bfloat16");  // the shard is there: its dtype
+  std::filesystem::remove(model / "model-00001-of-00001.safetensors");
+  EXPECT_EQ(plan(job.options())["weight_dtype"], "float32");  // no shard: torch_dtype
+  std::filesystem::remove_all(model.parent_path());
+}
+
 }  // namespace
 }  // namespace tpbatch
