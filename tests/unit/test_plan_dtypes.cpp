@@ -123,10 +123,8 @@ TEST(PlanDtypes, KvCacheDtypeKeyOverridesTheDeviceDefault) {
   EXPECT_EQ(kv_per_token(plan(o)), 256 * 1024);
 }
 
-// A checkpoint whose config.json says float32 but whose tensors are bf16: the run keeps them bf16
-// (the storage dtype), so plan must too.
-TEST(PlanDtypes, DtypeAutoIsTheCheckpointsStorageDtype) {
-  const std::filesystem::path model = make_temp_dir("dtypes-model") / "m";
+// A generated model stored in bfloat16 whose config.json says torch_dtype float32.
+void make_bf16_model_whose_config_says_float32(const std::filesystem::path& model) {
   MakeModelOptions mo;
   mo.dtype = "bfloat16";
   make_model(model, mo);
@@ -137,6 +135,13 @@ TEST(PlanDtypes, DtypeAutoIsTheCheckpointsStorageDtype) {
   }
   cfg["torch_dtype"] = "float32";
   write_file(model / "config.json", cfg.dump(2));
+}
+
+// A checkpoint whose config.json says float32 but whose tensors are bf16: the run keeps them bf16
+// (the storage dtype), so plan must too.
+TEST(PlanDtypes, DtypeAutoIsTheCheckpointsStorageDtype) {
+  const std::filesystem::path model = make_temp_dir("dtypes-model") / "m";
+  make_bf16_model_whose_config_says_float32(model);
   Job job("", model);
   const json j = plan(job.options());
   EXPECT_EQ(j["weight_dtype"], "bfloat16");
@@ -156,16 +161,7 @@ TEST(PlanDtypes, WithoutWeightsDtypeAutoIsTorchDtype) {
 // before fetching the weights): planned from the config; a shard that is there is read.
 TEST(PlanDtypes, AnIndexWithoutItsShardsIsPlannedFromTheConfig) {
   const std::filesystem::path model = make_temp_dir("dtypes-index") / "m";
-  MakeModelOptions mo;
-  mo.dtype = "bfloat16";
-  make_model(model, mo);
-  json cfg;
-  {
-    std::ifstream in(model / "config.json");
-    in >> cfg;
-  }
-  cfg["torch_dtype"] = "float32";
-  write_file(model / "config.json", cfg.dump(2));
+  make_bf16_model_whose_config_says_float32(model);
   std::filesystem::rename(model / "model.safetensors", model / "model-00001-of-00001.safetensors");
   write_file(model / "model.safetensors.index.json",
              R"({"metadata": {"total_size": 1},
