@@ -23,8 +23,11 @@ LLAMA_CPP_SRC (default: the build folder's parent) holds convert_hf_to_gguf.py, 
 with numpy, torch, safetensors, sentencepiece, transformers (LLAMA_CPP_PYTHON names it, default this
 python; llama.cpp's gguf-py is put on PYTHONPATH). A torch older than 2.1 lacks the float8 dtypes the
 converter names in a table; they are stubbed (this model has none). In the same run the weights are
-converted to F32 and BF16 GGUF, then llama-bench (tg128 at 1 and 2 threads, pp512 at 1 thread) and
-llama-batched-bench -fa (32 x (128 + new), 2 threads) run on them, and the ratios are printed.
+converted to F32 and BF16 GGUF, the BF16 one quantized by llama-quantize to Q8_0 and Q4_0 (the formats
+comparable to int8 / fp8 and 4-bit; --leave-output-tensor keeps the LM head bf16, as in the tpbatch
+checkpoints, so both read the same bytes per step), then llama-bench (tg128 at 1 and 2 threads, pp512
+at 1 thread) and llama-batched-bench -fa (32 x (128 + new), 2 threads) run on each, and the ratios
+are printed.
 Every number is printed with the 1-minute load average when it was taken (the cores are shared).
 
 Usage: scripts/bench_engine.sh [BUILD_DIR] [--quick]   (--quick: fewer rows and tokens, same table)
@@ -115,16 +118,21 @@ def llama_cpp(models):
     python = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
     res = {}
     try:
-        bench, batched = tool("llama-bench"), tool("llama-batched-bench")
+        bench, batched, quantize = tool("llama-bench"), tool("llama-batched-bench"), tool("llama-quantize")
         reps = "2" if QUICK else "4"
+        ggufs = {}
         for dt, model in models.items():
-            gguf = os.path.join(WORK, f"125m-{dt}.gguf")
+            gguf = ggufs[dt] = os.path.join(WORK, f"125m-{dt}.gguf")
             # Converted in this run from the same safetensors the tpbatch rows read.
             if os.path.exists(gguf):
                 os.remove(gguf)
             env = dict(ENV, PYTHONPATH=os.path.join(src, "gguf-py") + os.pathsep + ENV.get("PYTHONPATH", ""))
             subprocess.run([python, "-c", CONVERT_SHIM, convert, model, "--outfile", gguf, "--outtype", dt],
                            check=True, capture_output=True, text=True, env=env)
+        for q in ("q8_0", "q4_0"):
+            ggufs[q] = os.path.join(WORK, f"125m-{q}.gguf")
+            sh([quantize, "--leave-output-tensor", ggufs["bf16"], ggufs[q], q.upper()])
+        for dt, gguf in ggufs.items():
             for t in (1, 2):
                 # Decode (tg) at 1 and 2 threads; prefill pp512 at 1 thread (the tpbatch row's setting).
                 args = [bench, "-m", gguf, "-n", str(DECODE_NEW), "-t", str(t), "-r", reps, "-o", "json"]
@@ -181,6 +189,14 @@ def main():
     print(f"model: 125M-shaped, {params/1e6:.1f}M matmul parameters: {4*params/2**20:.0f} MiB f32, "
           f"{2*params/2**20:.0f} MiB bf16 read per decode step\n")
 
+    # Weight bytes read per decode step. The quantized projections' embedding / LM head stay bf16.
+    # fp8: one byte per weight plus an F32 scale per 128x128 block (one per output row and block);
+    # int8 W8A8: one byte plus an F32 scale per output row; 4-bit: half a byte plus an F32 scale
+    # and zero point per 128.
+    head = V * H
+    step_bytes = {"f32": 4 * params, "bf16": 2 * params, "fp8": (params - head) * (1 + 4 / 128) + 2 * head,
+                  "int8": (params - head) + 2 * head, "int4": (params - head) * (0.5 + 8 / 128) + 2 * head}
+
     def floor(m, bytes_per):  # decode tokens/s if the weights stream at read bandwidth
         return m["bw"] * 1e9 / (bytes_per * params)
 
@@ -207,14 +223,14 @@ def main():
         best, best_name = 0.0, ""
         for name, np_, sets in [("1 rank x 2 threads", 1, ["engine.threads=2"]), ("TP=2", 2, ["parallel.tensor=2"]),
                                 ("DP=2", 2, [])]:
-            m = run(models[dt], np_, jb, sets + [f"sampling.max_new_tokens={NEW}", f"engine.max_seqs={rows32}"])
+            m = run(models.get(dt) or extra_models[dt], np_, jb,
+                    sets + [f"sampling.max_new_tokens={NEW}", f"engine.max_seqs={rows32}"])
             tps = m["output_tokens"] / m["wall_seconds"]
             if tps > best:
                 # Decode only, as llama-batched-bench's S_TG: all 32 rows decode together, one token each
                 # per step of tpot seconds.
                 best, best_name, best_decode = tps, name, rows32 / m["tpot_p50_seconds"]
-        bpp = 4 if dt == "f32" else 2
-        step = max(bpp * params / (m2["bw"] * 1e9), 2 * params * rows32 / (m2["peak"] * 1e9))
+        step = max(step_bytes[dt] / (m2["bw"] * 1e9), 2 * params * rows32 / (m2["peak"] * 1e9))
         t_bound = 2 * params * rows32 * 128 / (m2["peak"] * 1e9) + NEW * step
         return best, best_name, rows32 * NEW / t_bound, best_decode
 
@@ -238,11 +254,12 @@ def main():
         row(f"BF16, one sequence, decode, {t} thread{'s' if t > 1 else ''}", f"{tps:.1f} tok/s",
             f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", ">= llama.cpp")
 
-    def quantized_decode(scheme, label, weight_bytes, goal, also_fp8=False):
+    def quantized_decode(scheme, label, goal, also_fp8=False):
         """One-sequence decode of a quantized model at 1 and 2 threads, against BF16 and its floor."""
         for t, m in ((1, m1), (2, m2)):
             tps = decode(scheme, t)
             results[(scheme, "tg", t)] = tps
+            weight_bytes = step_bytes[scheme]
             fl = m["bw"] * 1e9 / weight_bytes
             bf = results[("bf16", "tg", t)]
             vs = f"{tps/bf:.2f}x BF16" + (f", {tps/results[('fp8', 'tg', t)]:.2f}x FP8" if also_fp8 else "")
@@ -250,19 +267,16 @@ def main():
                 f"{tps:.1f} tok/s ({vs}; at most {2*params/weight_bytes:.2f}x BF16 with a bf16 LM head)",
                 f"{fl:.1f} tok/s floor", f"{tps/fl:.2f}", goal)
 
-    # The quantized projections; the embedding / LM head stay bf16. fp8: one byte per weight plus an
-    # F32 scale per 128x128 block (one per output row and block); int8 W8A8: one byte plus an F32
-    # scale per output row; 4-bit: half a byte plus an F32 scale and zero point per 128.
-    quantized_decode("fp8", "FP8 (128x128 blocks)", (params - V * H) * (1 + 4 / 128) + 2 * V * H, ">= 1.8x BF16")
-    quantized_decode("int8", "INT8 W8A8 (per channel)", (params - V * H) + 2 * V * H, ">= 1.8x BF16")
-    quantized_decode("int4", "INT4 (awq, groups of 128)", (params - V * H) * (0.5 + 8 / 128) + 2 * V * H,
-                     ">= 3x BF16", also_fp8=True)
+    quantized_decode("fp8", "FP8 (128x128 blocks)", ">= 1.8x BF16")
+    quantized_decode("int8", "INT8 W8A8 (per channel)", ">= 1.8x BF16")
+    quantized_decode("int4", "INT4 (awq, groups of 128)", ">= 3x BF16", also_fp8=True)
 
-    best, name, bnd, dec = batched("bf16")
-    results[("bf16", "batched_wall", 2)] = best
-    results[("bf16", "batched_tg", 2)] = dec
-    row(f"BF16, 32 sequences x (128 + {NEW})", f"{best:.1f} tok/s generated ({name})", f"{bnd:.0f} tok/s",
-        f"{best/bnd:.2f}", ">= 2x llama.cpp")
+    for dt in ("bf16", "int8", "int4"):
+        best, name, bnd, dec = batched(dt)
+        results[(dt, "batched_wall", 2)] = best
+        results[(dt, "batched_tg", 2)] = dec
+        row(f"{dt.upper()}, 32 sequences x (128 + {NEW})", f"{best:.1f} tok/s generated ({name})", f"{bnd:.0f} tok/s",
+            f"{best/bnd:.2f}", ">= 2x llama.cpp")
 
     one = results[("f32", "tg", 1)]
     sixteen = decode("f32", 1, jd16, 16)
@@ -271,8 +285,8 @@ def main():
     row("decode throughput, 16 sequences vs 1, 1 thread (F32)", f"{sixteen/one:.1f}x ({sixteen:.0f} tok/s)",
         f"{16*t1/t16:.1f}x", f"{(sixteen/one)/(16*t1/t16):.2f}", ">= 8x")
 
-    for dt in ("f32", "bf16"):
-        m = run(models[dt], 1, jp, ["sampling.max_new_tokens=1", "engine.max_seqs=4", "engine.threads=1"])
+    for dt in ("f32", "bf16", "int8", "int4"):
+        m = run(models.get(dt) or extra_models[dt], 1, jp, ["sampling.max_new_tokens=1", "engine.max_seqs=4", "engine.threads=1"])
         rate = m["prompt_tokens"] / m["wall_seconds"]
         results[(dt, "pp", 1)] = rate
         gf = 2 * params * rate / 1e9
@@ -285,20 +299,26 @@ def main():
     if lc:
         print(f"\n| workload (same weights, same run) | llama.cpp | load | tpbatch | tpbatch / llama.cpp | goal |")
         print("| --- | --- | --- | --- | --- | --- |")
-        for key, label, goal in [
-                (("f32", "tg", 1), f"F32 decode, 1 thread (llama-bench tg{DECODE_NEW})", ">= 1"),
-                (("f32", "tg", 2), "F32 decode, 2 threads", ">= 1"),
-                (("f32", "batched_tg", 2), f"F32 32 x (128+{NEW}), 2 threads, decode only (batched-bench -fa S_TG; "
-                                           "tpbatch 32 / tpot p50)", ">= 2"),
-                (("f32", "batched_wall", 2), f"F32 32 x (128+{NEW}), generated / (prefill + decode) time", ">= 2"),
-                (("bf16", "tg", 1), "BF16 decode, 1 thread", ">= 1"), (("bf16", "tg", 2), "BF16 decode, 2 threads", ">= 1"),
-                (("bf16", "batched_tg", 2), f"BF16 32 x (128+{NEW}), decode only", ">= 2"),
-                (("bf16", "batched_wall", 2), f"BF16 32 x (128+{NEW}), generated / total time", ">= 2"),
-                (("f32", "pp", 1), "F32 prefill 512-token prompt, 1 thread (llama-bench pp512)", "-"),
-                (("bf16", "pp", 1), "BF16 prefill pp512, 1 thread", "-")]:
-            if key in lc and key in results:
-                v, ld = lc[key]
-                print(f"| {label} | {v:.1f} tok/s | {ld} | {results[key]:.1f} tok/s | {results[key]/v:.2f} | {goal} |")
+        # (tpbatch key, llama.cpp key, label, goal); the quantized checkpoints meet the comparable GGUF
+        # format: int8 W8A8 and fp8 against Q8_0, 4-bit against Q4_0.
+        pairs = []
+        for ours, theirs, name in (("f32", "f32", "F32"), ("bf16", "bf16", "BF16"), ("int8", "q8_0", "INT8 vs Q8_0"),
+                                   ("fp8", "q8_0", "FP8 vs Q8_0"), ("int4", "q4_0", "INT4 (awq) vs Q4_0")):
+            pairs += [((ours, "tg", t), (theirs, "tg", t), f"{name} decode, {t} thread{'s' if t > 1 else ''}"
+                       + (f" (llama-bench tg{DECODE_NEW})" if ours == "f32" and t == 1 else ""), ">= 1")
+                      for t in (1, 2)]
+            if ours != "fp8":
+                pairs += [((ours, "batched_tg", 2), (theirs, "batched_tg", 2),
+                           f"{name} 32 x (128+{NEW}), 2 threads, decode only (batched-bench -fa S_TG; tpbatch 32 / "
+                           "tpot p50)", ">= 2"),
+                          ((ours, "batched_wall", 2), (theirs, "batched_wall", 2),
+                           f"{name} 32 x (128+{NEW}), generated / (prefill + decode) time", ">= 2"),
+                          ((ours, "pp", 1), (theirs, "pp", 1), f"{name} prefill, 512-token prompts, 1 thread "
+                           "(llama-bench pp512)", "-")]
+        for ours, theirs, label, goal in pairs:
+            if ours in results and theirs in lc:
+                v, ld = lc[theirs]
+                print(f"| {label} | {v:.1f} tok/s | {ld} | {results[ours]:.1f} tok/s | {results[ours]/v:.2f} | {goal} |")
 
 
 if __name__ == "__main__":

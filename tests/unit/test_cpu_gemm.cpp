@@ -48,14 +48,14 @@ TypedWeights make_weights(DType dtype, int64_t n, int64_t k, int64_t ld, std::mt
   return w;
 }
 
-// Whether gemm_nt computes these bf16 weights with vdpbf16ps or AMX tiles (the panel path on AMX
-// CPUs): the activations are split into three bf16 terms (fp32's precision, checked to the same
-// tolerance as every path), and subnormal weights count as 0.
+// Whether gemm_nt computes these bf16 weights with vdpbf16ps or AMX tiles (the row-blocked and
+// panel paths on AMX CPUs): the activations are split into three bf16 terms (fp32's precision,
+// checked to the same tolerance as every path), and subnormal weights count as 0.
 bool takes_bf16dp(DType dtype, GemmPath path, int64_t m, int64_t k) {
-  if (dtype != DType::BF16 || gemm_isa() < GemmIsa::Avx512Bf16) return false;
+  if (dtype != DType::BF16 || gemm_isa() != GemmIsa::Amx) return false;
   if (path == GemmPath::Auto) path = gemm_auto_path(dtype, m, 1, k);
-  // the row-blocked kernel; the broadcast one widens
-  return path == GemmPath::RowBlocked || (path == GemmPath::Panel && gemm_isa() == GemmIsa::Amx);
+  // the broadcast kernel widens
+  return path == GemmPath::RowBlocked || path == GemmPath::Panel;
 }
 
 // Runs gemm_nt on one shape (with strided x/w/y when `strided`) and checks every element

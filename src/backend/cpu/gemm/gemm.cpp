@@ -54,8 +54,10 @@ GemmIsa current_isa() {
   return forced < 0 ? detected : static_cast<GemmIsa>(forced);
 }
 
-// Whether the vdpbf16ps kernels take these weights.
-bool bf16dp(GemmIsa isa, DType wtype) { return isa >= GemmIsa::Avx512Bf16 && wtype == DType::BF16; }
+// Whether the vdpbf16ps row kernel takes these weights (m below broadcast_min_rows): only beside
+// AMX, on the Sapphire-Rapids-class Xeon where it was measured faster than widening. On a Zen 4
+// (AVX512_BF16, no AMX) it streams bf16 weights at half the widening kernel's rate (tables below).
+bool bf16dp(GemmIsa isa, DType wtype) { return isa == GemmIsa::Amx && wtype == DType::BF16; }
 // Whether the panel path runs these weights on AMX tiles.
 bool amx(GemmIsa isa, DType wtype) { return isa == GemmIsa::Amx && wtype == DType::BF16; }
 
@@ -204,6 +206,24 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
 // (--isa avx512-bf16) the row kernel against the broadcast one: m = 3 down 288/439, up 381/475,
 // lm 5853/7288; m = 4 382/439, 509/475, 7966/7425; m = 5 453/440, 499/475, 8452/7511: broadcast
 // from m = 4.
+// AMD Zen 4 (AVX512_BF16, no AMX; 2026-12-03, tpbatch_gemm_bench --threads 1 --clock cpu --path ...,
+// quiet machine; ms per model step of linear layers, 12 x {qkv, o, gate_up, down} + lm_head; rb16 =
+// the vdpbf16ps row kernel (--isa avx512-bf16), rb = the AVX2 widening row kernel (--isa avx512), bc =
+// the zmm broadcast kernel, pan = widening + sgemm):
+//   m:          1      2      3      4      8      12     16     32     64
+//   BF16 rb16  19-21  19-21  22-23  27     37                   107    201
+//   BF16 rb    11-12  21-22  20-23  23-28  30                   92     173
+//   BF16 bc    47-49  47-49  46-49  46-49  46-48         48-49  80     145
+//   BF16 pan                               41-45         88-94  123    184-196
+//   F16  rb           23            24     31     39
+//   F16  bc           46            47     48     48
+//   F32  rb           34            39     41(6)  47     55
+//   F32  bc           42            42     42(6)  41     41
+// The vdpbf16ps kernel loses to widening there, at m = 1 by 2x (hot in cache it is only 15%
+// slower: 86 vs 75 us for the down shape, so it is the weight stream it fails to keep full); the
+// broadcast kernel has a floor of ~46 ms whatever m is up to 16 (widening into L1 plus one FMA
+// per weight per 16 rows), so 16-bit weights stay row-blocked to m = 15 there; fp32 from 8, as on
+// the Xeon.
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
   if (amx(isa, wtype)) return 2;
@@ -218,7 +238,11 @@ int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
 int64_t broadcast_min_rows(GemmIsa isa, DType wtype) {
   constexpr int64_t kNever = INT64_MAX;
   if (isa == GemmIsa::Portable) return kNever;  // no portable broadcast kernel
-  if (isa >= GemmIsa::Avx512) return wtype == DType::F32 ? 8 : bf16dp(isa, wtype) ? 4 : 10;
+  if (isa >= GemmIsa::Avx512) {
+    if (wtype == DType::F32) return 8;
+    if (bf16dp(isa, wtype)) return 4;
+    return isa == GemmIsa::Avx512Bf16 ? 16 : 10;  // a Zen 4, or AVX-512 without BF16 (Xeon-measured)
+  }
   if (wtype == DType::F32) return 6;
   return kNever;
 }

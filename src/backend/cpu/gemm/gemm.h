@@ -83,9 +83,10 @@ const char* gemm_path_name(GemmPath path);
 
 // Instruction set of the hand-written kernels, detected once at run time (the project compiles
 // for x86-64-v2). Each level includes the ones before it: Avx512 adds the zmm broadcast kernel for
-// fp32 weights, Avx512Bf16 the vdpbf16ps kernels for bf16 weights (gemm_avx512_bf16.cpp), Amx
-// AMX tiles for bf16 weights (gemm_amx.cpp; the CPU has AMX-BF16 and Linux granted the tile
-// state); the other weight types keep the AVX2 kernels there.
+// fp32 weights, Avx512Bf16 (a CPU with AVX512_BF16 but no AMX, such as a Zen 4) the same kernels
+// with its own crossovers (vdpbf16ps measured slower there than widening), Amx AMX tiles and the
+// vdpbf16ps row kernel for bf16 weights (gemm_amx.cpp, gemm_avx512_bf16.cpp; the CPU has AMX-BF16
+// and Linux granted the tile state); the other weight types keep the AVX2 kernels there.
 enum class GemmIsa : uint8_t { Portable, Avx2Fma, Avx512, Avx512Bf16, Amx };
 GemmIsa gemm_isa();
 const char* gemm_isa_name(GemmIsa isa);

@@ -9,7 +9,7 @@
 // generated model's logprobs by 1.03e-4 against the widened copy; three keep it to summation order.)
 // vdpbf16ps reads subnormal bf16 as zero: weights below 2^-126 in magnitude count as 0.
 //
-// Why only a few rows (gemm.cpp's Auto: m = 1 with AMX, m <= 3 without): one row of x is bound by
+// Why only one row, and only beside AMX (gemm.cpp's Auto; AMX tiles from m = 2): one row of x is bound by
 // the weight stream, and here this kernel streams bf16 weights at the read bandwidth (measured on a Sapphire-Rapids-class
 // Xeon, tpbatch_gemm_bench --threads 1 --path row-blocked, m = 1: 12-14 GB/s against 11 GB/s for
 // the AVX2 widening kernel, 0.8-1.0x the machine's streaming read). From a few rows on the step is
@@ -17,6 +17,8 @@
 // 1.9 G/s on 12 independent chains, against 7.7 G/s zmm FMAs), so 32 useful products (two
 // instructions with two terms, three with three) take 4-6 cycles where two FMAs take 1; the
 // zmm broadcast kernel on weights widened into L1 (gemm_avx512.cpp) runs near the FMA rate.
+// On a Zen 4 (AVX512_BF16, no AMX) this kernel streams at half the widening one's rate even at
+// m = 1 (gemm.cpp's Zen 4 table), so there it is not used.
 //
 // Each output is summed over k in one order (lanes over k, hi apart from mid + lo, one horizontal
 // sum at the end) whatever m is, so a row's result does not depend on the batch it is in.
