@@ -133,7 +133,12 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
   if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2_takes(a))
     return detail::quant_rows_m1_avx2(a, n0, n1);
 #endif
-  const int64_t slice = path == GemmPath::Panel ? std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16) : 16;
+  // The broadcast kernel packs x^T on every call, m x k floats: on 16-row slices that packing
+  // cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's 60), so
+  // it takes slices as large as the panel's, in whole tiles of 12 rows.
+  int64_t slice = 16;
+  if (path == GemmPath::Panel) slice = std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16);
+  if (path == GemmPath::Broadcast) slice = std::max<int64_t>(12, (kPanelBytes / (4 * a.k)) / 12 * 12);
   thread_local std::vector<float> wide;
   wide.resize(size_t(slice * a.k));
   for (int64_t j = n0; j < n1; j += slice) {
