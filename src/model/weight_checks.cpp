@@ -64,6 +64,10 @@ void check_weights_finite(const WeightStore& weights, int rank, int ranks) {
         if (bad >= 0) std::memcpy(&v, t.data + bad * 2, 2), is_nan = (v & 0x007f) != 0;
         break;
       }
+      case DType::F8E4M3:  // e4m3 has no infinity; S.1111.111 is its NaN
+        bad = first_non_finite<uint8_t>(t.data, n, 0x7f);
+        is_nan = true;
+        break;
       default:
         break;
     }

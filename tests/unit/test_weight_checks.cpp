@@ -17,8 +17,14 @@ using namespace tpbatch;
 
 namespace {
 
-// A model folder with one model.safetensors holding F32 tensors "<name>" of 4 values each.
-fs::path write_model(const std::vector<std::pair<std::string, std::vector<float>>>& tensors) {
+struct RawTensor {
+  std::string name, dtype;
+  int64_t numel;
+  std::string bytes;
+};
+
+// A model folder with one model.safetensors holding these 1-D tensors.
+fs::path write_raw_model(const std::vector<RawTensor>& tensors) {
   const fs::path dir = fs::temp_directory_path() /
                        ("tpbatch_wc_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
                         "_" + std::to_string(::getpid()));
@@ -26,11 +32,11 @@ fs::path write_model(const std::vector<std::pair<std::string, std::vector<float>
   fs::create_directories(dir);
   std::string header = "{";
   std::string data;
-  for (const auto& [name, values] : tensors) {
+  for (const RawTensor& t : tensors) {
     const size_t at = data.size();
-    data.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-    header += (header.size() > 1 ? "," : "") + std::string("\"") + name + "\":{\"dtype\":\"F32\",\"shape\":[" +
-              std::to_string(values.size()) + "],\"data_offsets\":[" + std::to_string(at) + "," +
+    data += t.bytes;
+    header += (header.size() > 1 ? "," : "") + std::string("\"") + t.name + "\":{\"dtype\":\"" + t.dtype +
+              "\",\"shape\":[" + std::to_string(t.numel) + "],\"data_offsets\":[" + std::to_string(at) + "," +
               std::to_string(data.size()) + "]}";
   }
   header += "}";
@@ -39,6 +45,15 @@ fs::path write_model(const std::vector<std::pair<std::string, std::vector<float>
   f.write(reinterpret_cast<const char*>(&n), 8);
   f << header << data;
   return dir;
+}
+
+// F32 tensors "<name>".
+fs::path write_model(const std::vector<std::pair<std::string, std::vector<float>>>& tensors) {
+  std::vector<RawTensor> raw;
+  for (const auto& [name, values] : tensors)
+    raw.push_back({name, "F32", int64_t(values.size()),
+                   std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4)});
+  return write_raw_model(raw);
 }
 
 std::string finite_error(const WeightStore& w, int rank, int ranks) {
@@ -60,6 +75,19 @@ TEST(WeightChecks, NaNAndInfNamedByTensorAndElement) {
   // Two ranks share the scan (names in order a, b, c: rank 0 reads a and c, rank 1 reads b).
   EXPECT_NE(finite_error(w, 0, 2).find("tensor 'c': element 0 is Inf"), std::string::npos) << finite_error(w, 0, 2);
   EXPECT_NE(finite_error(w, 1, 2).find("tensor 'b'"), std::string::npos) << finite_error(w, 1, 2);
+  fs::remove_all(dir);
+}
+
+// The GEMM's in-register e4m3 conversion has no NaN: a checkpoint holding one is refused here.
+TEST(WeightChecks, Fp8NaNCodesAreNamedAndEveryOtherCodePasses) {
+  std::string every;
+  for (int b = 0; b < 256; ++b)
+    if ((b & 0x7f) != 0x7f) every += char(b);
+  const fs::path dir = write_raw_model({{"a", "F8_E4M3", int64_t(every.size()), every},
+                                        {"b", "F8_E4M3", 4, std::string("\x38\x00\xff\x38", 4)}});
+  const WeightStore w = WeightStore::open(dir);
+  EXPECT_EQ(finite_error(w, 0, 2), "");  // two ranks: rank 0 scans a alone, every code but the NaNs
+  EXPECT_NE(finite_error(w, 0, 1).find("tensor 'b': element 2 is NaN"), std::string::npos) << finite_error(w, 0, 1);
   fs::remove_all(dir);
 }
 

@@ -6,11 +6,16 @@
 //
 // e4m3 -> fp32: the 7 exponent and mantissa bits moved to fp32's places and multiplied by 2^120
 // (the bias 7 -> 127), exact for subnormals too; 0x7f / 0xff are NaN (dtype.cpp's f8e4m3_to_f32).
+// The AVX2 kernels go through fp16 instead, two integer ops and one conversion for 8 weights
+// rather than eight ops: the byte sign-extended to 16 bits and shifted left by 7 puts the 7 bits
+// in fp16's places and the sign in its sign bit (bit 14, a copy of the sign, is cleared), which is
+// the e4m3 value times 2^-8 exactly (bias 7 -> 15), subnormals included; 2^8 goes into the scale
+// (exact: a power of two, for scales below 2^120), so each weight is still value * scale rounded
+// once. The NaN codes come out finite there: the loader refuses fp8 weights holding them.
 // As in gemm_avx2.cpp, every standard header comes BEFORE the target pragma.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #include "backend/cpu/gemm/gemm_kernels.h"
 
@@ -82,17 +87,13 @@ void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* ou
 namespace tpbatch::cpu::detail {
 namespace {
 
-// Eight e4m3 values as fp32 (unscaled).
+// Eight e4m3 values as fp32, times 2^-8 (not NaN codes; see the top of the file).
+constexpr float kFp8ViaFp16 = 0x1.0p8f;  // what the scale takes back
 inline __m256 fp8x8(const uint8_t* p) {
-  const __m256i low7 = _mm256_set1_epi32(0x7f), top = _mm256_set1_epi32(0x80);
   int64_t raw;
   std::memcpy(&raw, p, 8);
-  const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(raw));
-  const __m256i mag = _mm256_and_si256(v, low7);
-  __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, 20)), _mm256_set1_ps(0x1.0p120f));
-  f = _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, top), 24)));
-  return _mm256_blendv_ps(f, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()),
-                          _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, low7)));
+  const __m128i h = _mm_slli_epi16(_mm_cvtepi8_epi16(_mm_cvtsi64_si128(raw)), 7);
+  return _mm256_cvtph_ps(_mm_and_si128(h, _mm_set1_epi16(int16_t(0xbf80))));
 }
 
 // Eight 4-bit values from column kk (a multiple of 8) of a row packed two a byte, as fp32.
@@ -107,12 +108,14 @@ inline __m256 int4x8(const uint8_t* row, int64_t kk) {
 struct Fp8Rows {
   static int64_t bytes(int64_t c) { return c; }
   static __m256 load(const uint8_t* row, int64_t kk) { return fp8x8(row + kk); }
+  static float scale(float s) { return s * kFp8ViaFp16; }
   static float zero(float) { return 0.0f; }
   static __m256 dequant(__m256 v, __m256 scale, __m256) { return _mm256_mul_ps(v, scale); }
 };
 struct Int4Rows {
   static int64_t bytes(int64_t c) { return (c + 1) / 2; }
   static __m256 load(const uint8_t* row, int64_t kk) { return int4x8(row, kk); }
+  static float scale(float s) { return s; }
   static float zero(float z) { return z; }
   static __m256 dequant(__m256 v, __m256 scale, __m256 zero) { return _mm256_mul_ps(_mm256_sub_ps(v, zero), scale); }
 };
@@ -144,25 +147,14 @@ void dequant_int4_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) 
 }
 
 void dequant_fp8_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
-  const __m256i low7 = _mm256_set1_epi32(0x7f), top = _mm256_set1_epi32(0x80);
-  const __m256 rebias = _mm256_set1_ps(0x1.0p120f), nan = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* src = static_cast<const uint8_t*>(a.w) + (r0 + r) * a.ldw;
     float* dst = out + r * a.k;
     for_each_group(a, r0 + r, [&](int64_t c0, int64_t c1, int64_t i) {
       const float s = a.scales[i];
-      const __m256 sv = _mm256_set1_ps(s);
+      const __m256 sv = _mm256_set1_ps(Fp8Rows::scale(s));
       int64_t c = c0;
-      for (; c + 8 <= c1; c += 8) {
-        int64_t raw;
-        std::memcpy(&raw, src + c, 8);
-        const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(raw));
-        const __m256i mag = _mm256_and_si256(v, low7);
-        __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, 20)), rebias);
-        f = _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(v, top), 24)));
-        f = _mm256_blendv_ps(f, nan, _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, low7)));
-        _mm256_storeu_ps(dst + c, _mm256_mul_ps(f, sv));
-      }
+      for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(dst + c, _mm256_mul_ps(fp8x8(src + c), sv));
       for (; c < c1; ++c) dst[c] = fp8_portable(src[c]) * s;
     });
   }

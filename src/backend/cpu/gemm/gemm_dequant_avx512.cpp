@@ -32,6 +32,7 @@ struct Int4RowsVl {
     return _mm256_castsi256_ps(
         _mm256_ternarylogic_epi32(nib, _mm256_set1_epi32(0xf), _mm256_set1_epi32(0x4b000000), 0xea));
   }
+  static float scale(float s) { return s; }
   static float zero(float z) { return 0x1.0p23f + z; }
   static __m256 dequant(__m256 v, __m256 scale, __m256 zero) { return _mm256_mul_ps(_mm256_sub_ps(v, zero), scale); }
 };

@@ -3,7 +3,9 @@
 // AVX-512VL (gemm_dequant_avx512.cpp) files: include it after the file's target pragma, so it is
 // compiled for that ISA. A `Rows` policy says how to read a weight type:
 //   bytes(c): the bytes of a row's first c columns;
-//   load(row, kk): 8 values from column kk (a multiple of 8) as fp32 (unscaled; may be offset);
+//   load(row, kk): 8 values from column kk (a multiple of 8) as fp32 (unscaled; may be offset or
+//     carry a power of two that scale(s) takes back);
+//   scale(s): a group's scale as dequant takes it;
 //   zero(z): a group's zero point as dequant takes it (the same offset as load's);
 //   dequant(v, scale, zero): the 8 weights, exactly as the dequantize-ahead path computes them.
 #include <immintrin.h>
@@ -33,7 +35,7 @@ inline void quant_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
   auto group_params = [&](int64_t g, __m256 (&sv)[R], __m256 (&zv)[R]) __attribute__((always_inline)) {
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      sv[r] = _mm256_set1_ps(sc[r * a.groups + g]);
+      sv[r] = _mm256_set1_ps(Rows::scale(sc[r * a.groups + g]));
       zv[r] = zp ? _mm256_set1_ps(Rows::zero(zp[r * a.groups + g])) : _mm256_setzero_ps();
     }
   };
