@@ -30,7 +30,11 @@ at 1 thread) and llama-batched-bench -fa (32 x (128 + new), 2 threads) run on ea
 are printed.
 Every number is printed with the 1-minute load average when it was taken (the cores are shared).
 
-Usage: scripts/bench_engine.sh [BUILD_DIR] [--quick]   (--quick: fewer rows and tokens, same table)
+At the end, the one-sequence decode rows again, tpbatch and llama-bench taking turns on each pair of
+weights (best of 3 each), so a burst of others' work on shared cores or memory hits both sides.
+
+Usage: scripts/bench_engine.sh [BUILD_DIR] [--quick | --pairs]
+  --quick: fewer rows and tokens, same table; --pairs: only the taking-turns decode rows
 """
 import glob
 import json
@@ -43,6 +47,7 @@ import h5py
 
 BUILD = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else "build"
 QUICK = "--quick" in sys.argv
+PAIRS_ONLY = "--pairs" in sys.argv  # only the one-sequence decode rows against llama.cpp, taking turns
 TP = os.path.join(BUILD, "tpbatch")
 WORK = os.path.join(BUILD, "bench")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -100,50 +105,71 @@ CONVERT_SHIM = ("import runpy, sys, torch\n"
                 "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
-def llama_cpp(models):
-    """llama.cpp numbers on the same weights, or None with the reason printed."""
+def llama_tools():
+    """The llama.cpp binaries and converter, or None with the reason printed."""
     bin_dir = os.environ.get("LLAMA_CPP_BIN")
     if not bin_dir:
         print("llama.cpp: LLAMA_CPP_BIN is not set: no llama.cpp columns (point it at a llama.cpp build folder)")
         return None
+    tools = {}
+    for name in ("llama-bench", "llama-batched-bench", "llama-quantize"):
+        found = [c for c in (os.path.join(bin_dir, name), os.path.join(bin_dir, "bin", name)) if os.access(c, os.X_OK)]
+        if not found:
+            print(f"llama.cpp: {name} not found in {bin_dir} or {bin_dir}/bin")
+            return None
+        tools[name] = found[0]
+    tools["src"] = os.environ.get("LLAMA_CPP_SRC", os.path.dirname(os.path.abspath(bin_dir)))
+    tools["python"] = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
+    return tools
 
-    def tool(name):
-        for cand in (os.path.join(bin_dir, name), os.path.join(bin_dir, "bin", name)):
-            if os.access(cand, os.X_OK):
-                return cand
-        raise FileNotFoundError(f"{name} not found in {bin_dir} or {bin_dir}/bin")
 
-    src = os.environ.get("LLAMA_CPP_SRC", os.path.dirname(os.path.abspath(bin_dir)))
-    convert = os.path.join(src, "convert_hf_to_gguf.py")
-    python = os.environ.get("LLAMA_CPP_PYTHON", sys.executable)
+def llama_failed(e):
+    detail = getattr(e, "stderr", "") or ""
+    print(f"llama.cpp: failed ({e}); {detail.strip().splitlines()[-1] if detail.strip() else ''}")
+    print("  (convert_hf_to_gguf.py needs numpy, torch, safetensors, sentencepiece, transformers and gguf-py)")
+
+
+def convert_ggufs(tools, models):
+    """GGUF files of the same weights, converted in this run: {"f32", "bf16", "q8_0", "q4_0": path}."""
+    convert = os.path.join(tools["src"], "convert_hf_to_gguf.py")
+    env = dict(ENV, PYTHONPATH=os.path.join(tools["src"], "gguf-py") + os.pathsep + ENV.get("PYTHONPATH", ""))
+    ggufs = {}
+    for dt, model in models.items():
+        gguf = ggufs[dt] = os.path.join(WORK, f"125m-{dt}.gguf")
+        if os.path.exists(gguf):
+            os.remove(gguf)
+        subprocess.run([tools["python"], "-c", CONVERT_SHIM, convert, model, "--outfile", gguf, "--outtype", dt],
+                       check=True, capture_output=True, text=True, env=env)
+    for q in ("q8_0", "q4_0"):
+        ggufs[q] = os.path.join(WORK, f"125m-{q}.gguf")
+        sh([tools["llama-quantize"], "--leave-output-tensor", ggufs["bf16"], ggufs[q], q.upper()])
+    return ggufs
+
+
+def llama_decode(tools, gguf, threads, reps):
+    """llama-bench's decode rate (tg DECODE_NEW), tokens/s."""
+    out = sh([tools["llama-bench"], "-m", gguf, "-n", str(DECODE_NEW), "-p", "0", "-t", str(threads), "-r", str(reps),
+              "-o", "json"]).stdout
+    return json.loads(out)[0]["avg_ts"]
+
+
+def llama_cpp(tools, ggufs):
+    """llama.cpp numbers on the same weights, or None with the reason printed."""
     res = {}
     try:
-        bench, batched, quantize = tool("llama-bench"), tool("llama-batched-bench"), tool("llama-quantize")
         reps = "2" if QUICK else "4"
-        ggufs = {}
-        for dt, model in models.items():
-            gguf = ggufs[dt] = os.path.join(WORK, f"125m-{dt}.gguf")
-            # Converted in this run from the same safetensors the tpbatch rows read.
-            if os.path.exists(gguf):
-                os.remove(gguf)
-            env = dict(ENV, PYTHONPATH=os.path.join(src, "gguf-py") + os.pathsep + ENV.get("PYTHONPATH", ""))
-            subprocess.run([python, "-c", CONVERT_SHIM, convert, model, "--outfile", gguf, "--outtype", dt],
-                           check=True, capture_output=True, text=True, env=env)
-        for q in ("q8_0", "q4_0"):
-            ggufs[q] = os.path.join(WORK, f"125m-{q}.gguf")
-            sh([quantize, "--leave-output-tensor", ggufs["bf16"], ggufs[q], q.upper()])
         for dt, gguf in ggufs.items():
             for t in (1, 2):
                 # Decode (tg) at 1 and 2 threads; prefill pp512 at 1 thread (the tpbatch row's setting).
-                args = [bench, "-m", gguf, "-n", str(DECODE_NEW), "-t", str(t), "-r", reps, "-o", "json"]
+                args = [tools["llama-bench"], "-m", gguf, "-n", str(DECODE_NEW), "-t", str(t), "-r", reps, "-o", "json"]
                 args += ["-p", "512"] if t == 1 else ["-p", "0"]
                 out = sh(args).stdout
                 for e in json.loads(out):
                     kind = "pp" if e.get("n_prompt", 0) > 0 else "tg"
                     res[(dt, kind, t)] = (e["avg_ts"], load1())
             n_ctx = 32 * (128 + NEW) + 512
-            base = [batched, "-m", gguf, "-c", str(n_ctx), "-b", "2048", "-ub", "512", "-npp", "128", "-ntg",
-                    str(NEW), "-npl", "32", "-t", "2", "--output-format", "jsonl"]
+            base = [tools["llama-batched-bench"], "-m", gguf, "-c", str(n_ctx), "-b", "2048", "-ub", "512", "-npp",
+                    "128", "-ntg", str(NEW), "-npl", "32", "-t", "2", "--output-format", "jsonl"]
             try:
                 out = sh(base + ["-fa"]).stdout
             except subprocess.CalledProcessError:
@@ -154,11 +180,31 @@ def llama_cpp(models):
             res[(dt, "batched_tg", 2)] = (last["speed_tg"], load1())
             res[(dt, "batched_wall", 2)] = (last["pl"] * last["tg"] / last["t"], load1())
     except (OSError, subprocess.CalledProcessError, KeyError, ValueError, IndexError) as e:
-        detail = getattr(e, "stderr", "") or ""
-        print(f"llama.cpp: failed ({e}); {detail.strip().splitlines()[-1] if detail.strip() else ''}")
-        print("  (convert_hf_to_gguf.py needs numpy, torch, safetensors, sentencepiece, transformers and gguf-py)")
+        llama_failed(e)
         return None
     return res
+
+
+# The quantized checkpoints meet the comparable GGUF format: int8 W8A8 and fp8 against Q8_0,
+# 4-bit against Q4_0. (tpbatch scheme, llama.cpp type, label)
+PAIRS = (("f32", "f32", "F32"), ("bf16", "bf16", "BF16"), ("int8", "q8_0", "INT8 vs Q8_0"),
+         ("fp8", "q8_0", "FP8 vs Q8_0"), ("int4", "q4_0", "INT4 (awq) vs Q4_0"))
+
+
+def decode_pairs(decode, tools, ggufs, rounds=3):
+    """One-sequence decode, tpbatch and llama-bench taking turns on the same weights, best of
+    `rounds` each: on cores and memory shared with others' work, a burst of theirs then hits both
+    sides alike instead of one table's rows minutes apart."""
+    print(f"\n| one-sequence decode, taking turns, best of {rounds} | llama.cpp | tpbatch | tpbatch / llama.cpp | goal |")
+    print("| --- | --- | --- | --- | --- |")
+    for ours, theirs, name in PAIRS:
+        for t in (1, 2):
+            lc = tp = 0.0
+            for _ in range(rounds):
+                lc = max(lc, llama_decode(tools, ggufs[theirs], t, 1))
+                tp = max(tp, decode(ours, t))
+            print(f"| {name}, {t} thread{'s' if t > 1 else ''} | {lc:.1f} tok/s | {tp:.1f} tok/s | {tp/lc:.2f} | >= 1 |",
+                  flush=True)
 
 
 def main():
@@ -210,14 +256,19 @@ def main():
     jp = os.path.join(WORK, "prefill.jsonl")
     write_rows(jp, 2 if QUICK else 4, 512, V)
     results = {}
-
-    print("| workload | tpbatch | bound (same run) | share of bound | goal | load |")
-    print("| --- | --- | --- | --- | --- | --- |")
-
     def decode(dt, threads, jsonl=jd, seqs=1):
         m = run(models.get(dt) or extra_models[dt], 1, jsonl, [f"sampling.max_new_tokens={DECODE_NEW}", f"engine.max_seqs={seqs}",
                                        f"engine.threads={threads}"])
         return seqs / m["tpot_p50_seconds"]
+
+    if PAIRS_ONLY:
+        tools = llama_tools()
+        if tools:
+            decode_pairs(decode, tools, convert_ggufs(tools, models))
+        return
+
+    print("| workload | tpbatch | bound (same run) | share of bound | goal | load |")
+    print("| --- | --- | --- | --- | --- | --- |")
 
     def batched(dt):
         best, best_name = 0.0, ""
@@ -295,15 +346,20 @@ def main():
     print("(generated tok/s of the 32-sequence rows = output tokens / wall time, prefill and start-up included;"
           " load = 1-minute load average when the row finished)")
 
-    lc = llama_cpp(models)
+    tools = llama_tools()
+    if not tools:
+        return
+    try:
+        ggufs = convert_ggufs(tools, models)
+    except (OSError, subprocess.CalledProcessError) as e:
+        llama_failed(e)
+        return
+    lc = llama_cpp(tools, ggufs)
     if lc:
         print(f"\n| workload (same weights, same run) | llama.cpp | load | tpbatch | tpbatch / llama.cpp | goal |")
         print("| --- | --- | --- | --- | --- | --- |")
-        # (tpbatch key, llama.cpp key, label, goal); the quantized checkpoints meet the comparable GGUF
-        # format: int8 W8A8 and fp8 against Q8_0, 4-bit against Q4_0.
         pairs = []
-        for ours, theirs, name in (("f32", "f32", "F32"), ("bf16", "bf16", "BF16"), ("int8", "q8_0", "INT8 vs Q8_0"),
-                                   ("fp8", "q8_0", "FP8 vs Q8_0"), ("int4", "q4_0", "INT4 (awq) vs Q4_0")):
+        for ours, theirs, name in PAIRS:
             pairs += [((ours, "tg", t), (theirs, "tg", t), f"{name} decode, {t} thread{'s' if t > 1 else ''}"
                        + (f" (llama-bench tg{DECODE_NEW})" if ours == "f32" and t == 1 else ""), ">= 1")
                       for t in (1, 2)]
@@ -319,6 +375,7 @@ def main():
             if ours in results and theirs in lc:
                 v, ld = lc[theirs]
                 print(f"| {label} | {v:.1f} tok/s | {ld} | {results[ours]:.1f} tok/s | {results[ours]/v:.2f} | {goal} |")
+    decode_pairs(decode, tools, ggufs)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ StepOverhead measure_step_overhead(const ModelConfig& c, int64_t m) {
   std::vector<int32_t> tokens(static_cast<size_t>(m), 0), positions(static_cast<size_t>(m), 100), targets(static_cast<size_t>(m), -1);
   std::vector<int64_t> logit_rows(static_cast<size_t>(m));
   std::iota(logit_rows.begin(), logit_rows.end(), 0);
-  be->begin_step(StepBatch{tokens, positions, {}, logit_rows, targets});
+  be->begin_step(StepBatch{tokens, positions, {}, logit_rows, targets, {}});
   const float eps = 1e-5f;
   // Passes of many layers and several logits rounds: long against the scheduler's time slice, so
   // ranks taking turns on the cores do not add a slice's wait to a pass of a few hundred us.
