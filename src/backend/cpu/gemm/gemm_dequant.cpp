@@ -109,14 +109,19 @@ struct Fp8Rows {
   static int64_t bytes(int64_t c) { return c; }
   static __m256 load(const uint8_t* row, int64_t kk) { return fp8x8(row + kk); }
   static float scale(float s) { return s * kFp8ViaFp16; }
-  static float zero(float) { return 0.0f; }
+  static void group(float s, float, __m256& scale_v, __m256& unused) {
+    scale_v = _mm256_set1_ps(scale(s));
+    unused = _mm256_setzero_ps();
+  }
   static __m256 dequant(__m256 v, __m256 scale, __m256) { return _mm256_mul_ps(v, scale); }
 };
 struct Int4Rows {
   static int64_t bytes(int64_t c) { return (c + 1) / 2; }
   static __m256 load(const uint8_t* row, int64_t kk) { return int4x8(row, kk); }
-  static float scale(float s) { return s; }
-  static float zero(float z) { return z; }
+  static void group(float s, float z, __m256& scale_v, __m256& zero_v) {
+    scale_v = _mm256_set1_ps(s);
+    zero_v = _mm256_set1_ps(z);
+  }
   static __m256 dequant(__m256 v, __m256 scale, __m256 zero) { return _mm256_mul_ps(_mm256_sub_ps(v, zero), scale); }
 };
 
