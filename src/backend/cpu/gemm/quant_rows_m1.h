@@ -31,16 +31,17 @@ inline void quant_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
   #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const int64_t k8 = a.k & ~int64_t(7);
-  auto group_params = [&](int64_t g, __m256 (&sv)[R], __m256 (&zv)[R]) __attribute__((always_inline)) {
+  // Each row's scale group parameters (Rows::group: scale and zero, or a 4-bit lookup table).
+  auto group_params = [&](int64_t g, __m256 (&p0)[R], __m256 (&p1)[R]) __attribute__((always_inline)) {
     #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      Rows::group(sc[r * a.groups + g], zp ? zp[r * a.groups + g] : 0.0f, sv[r], zv[r]);
+      Rows::group(sc[r * a.groups + g], zp ? zp[r * a.groups + g] : 0.0f, p0[r], p1[r]);
     }
   };
   for (int64_t c = 0; c < k8;) {
     const int64_t g = (c + a.phase) / a.group, end = std::min(k8, (g + 1) * a.group - a.phase);
-    __m256 sv[R], zv[R];
-    group_params(g, sv, zv);
+    __m256 p0[R], p1[R];
+    group_params(g, p0, p1);
     for (int64_t kk = c; kk < end; kk += 8) {
       // The next block's R rows (contiguous), a line per 8 columns in address order: it is at
       // most as many lines as this block has 8-column steps (a byte or half a byte a weight).
@@ -51,14 +52,14 @@ inline void quant_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
       const __m256 xv = _mm256_loadu_ps(a.x + kk);
       #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
-        acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(w + r * a.ldw, kk), sv[r], zv[r]), xv, acc[r]);
+        acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(w + r * a.ldw, kk), p0[r], p1[r]), xv, acc[r]);
     }
     c = end;
   }
   if (k8 < a.k) {
     const int64_t tail = a.k - k8;
-    __m256 sv[R], zv[R];
-    group_params((k8 + a.phase) / a.group, sv, zv);
+    __m256 p0[R], p1[R];
+    group_params((k8 + a.phase) / a.group, p0, p1);
     alignas(32) float xt[8] = {};
     std::memcpy(xt, a.x + k8, size_t(tail) * 4);
     const __m256 xv = _mm256_load_ps(xt);
@@ -66,7 +67,7 @@ inline void quant_block_m1(const GemmArgs& a, int64_t j, const uint8_t* pf) {
     for (int r = 0; r < R; ++r) {
       uint8_t wt[8] = {};  // the row's bytes from column k8 (zero past its end)
       std::memcpy(wt, w + r * a.ldw + Rows::bytes(k8), size_t(Rows::bytes(a.k) - Rows::bytes(k8)));
-      acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(wt, 0), sv[r], zv[r]), xv, acc[r]);
+      acc[r] = _mm256_fmadd_ps(Rows::dequant(Rows::load(wt, 0), p0[r], p1[r]), xv, acc[r]);
     }
   }
   if constexpr (R % 4 == 0) {
