@@ -263,8 +263,11 @@ def main():
 
     if PAIRS_ONLY:
         tools = llama_tools()
-        if tools:
-            decode_pairs(decode, tools, convert_ggufs(tools, models))
+        try:
+            if tools:
+                decode_pairs(decode, tools, convert_ggufs(tools, models))
+        except (OSError, subprocess.CalledProcessError, KeyError, ValueError, IndexError) as e:
+            llama_failed(e)
         return
 
     print("| workload | tpbatch | bound (same run) | share of bound | goal | load |")
@@ -375,7 +378,10 @@ def main():
             if ours in results and theirs in lc:
                 v, ld = lc[theirs]
                 print(f"| {label} | {v:.1f} tok/s | {ld} | {results[ours]:.1f} tok/s | {results[ours]/v:.2f} | {goal} |")
-    decode_pairs(decode, tools, ggufs)
+    try:
+        decode_pairs(decode, tools, ggufs)
+    except (OSError, subprocess.CalledProcessError, KeyError, ValueError, IndexError) as e:
+        llama_failed(e)
 
 
 if __name__ == "__main__":
