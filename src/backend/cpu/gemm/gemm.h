@@ -45,6 +45,8 @@ void gemm_nt(const float* x, int64_t ldx, const void* w, int64_t ldw, DType wtyp
 // Quantized weights: w is [n][k] F8_E4M3 values, weight[r][c] = fp8(w[r][c]) * scales[r * groups +
 // (c + phase) / group] (backend.h's ScaledWeightView). Computed like F32 weights on slices of rows
 // dequantized on the fly: the same result as dequantizing first, with one byte read per weight.
+// The e4m3 NaN code (S.1111.111) is not a weight here: the AVX2 kernels read it as a finite value
+// (the loader refuses checkpoints holding it, model/weight_checks.h); scales below 2^120.
 struct GemmScales {
   const float* scales = nullptr;
   int64_t groups = 1, group = 1, phase = 0;
