@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   std::printf("fp8   %7.1f us/call  %5.1f GB/s  %.2fx bf16 (bytes allow %.2fx)\n", f8,
               kw * (1 + 4.0 / kGroup) / f8, bf / f8, 2.0 / (1 + 4.0 / kGroup));
   std::printf("int8  %7.1f us/call  %5.1f GB/s  %.2fx bf16 (bytes allow %.2fx), kernel %s\n", i8,
-              kw * (1 + 4.0 / kK) / i8, bf / i8, 2.0 / (1 + 4.0 / kK), gemm_int8_uses_vnni() ? "avx512-vnni" : "portable");
+              kw * (1 + 4.0 / kK) / i8, bf / i8, 2.0 / (1 + 4.0 / kK), gemm_int8_kernel());
   std::printf("int4  %7.1f us/call  %5.1f GB/s  %.2fx bf16 (bytes allow %.2fx), %.2fx fp8\n", i4,
               kw * (0.5 + 8.0 / kGroup) / i4, bf / i4, 2.0 / (0.5 + 8.0 / kGroup), f8 / i4);
   return 0;

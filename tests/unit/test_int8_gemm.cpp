@@ -1,6 +1,6 @@
 // W8A8 (int8 weights, x quantized to int8 per row): gemm_nt_int8 against a plain reference that
 // quantizes x by the same rule (gemm.h) and sums in int64 -- equal to the last bit on each kernel
-// (portable, and AVX512-VNNI where the CPU has it): integer sums do not depend on their order --
+// (portable, AVX2 and AVX512-VNNI where the CPU has them): integer sums do not depend on their order --
 // and against the fp32 GEMM on the dequantized weights within the bound the activation rounding
 // allows (derived at ActivationRoundingStaysWithinItsBound).
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -84,18 +85,47 @@ void expect_reference_on_each_shape() {
     for (size_t e = 0; e < y.size(); ++e)
       ASSERT_EQ(y[e], want[e]) << "m=" << s.m << " n=" << s.n << " k=" << s.k << " element " << e;
   }
+  // The largest products at the largest depth: q = -127 against w = -128 (and 127 against 127)
+  // everywhere, so every pair of products is 32512 (the AVX2 kernel's int16 lanes' limit is 32767)
+  // and the total, 131072 * 16256, is just inside int32.
+  for (const int64_t m : {1, 2}) {
+    const int64_t n = 5, k = 131072;
+    Int8Weights w;
+    w.values.resize(size_t(n * k));
+    w.scales.assign(size_t(n), 0.5f);
+    std::vector<float> x(size_t(m * k));
+    for (int64_t c = 0; c < k; ++c) {
+      const bool negative = (c / 3) % 2 == 0;
+      for (int64_t i = 0; i < m; ++i) x[size_t(i * k + c)] = negative ? -2.0f : 2.0f;
+      for (int64_t j = 0; j < n; ++j) w.values[size_t(j * k + c)] = negative ? int8_t(-128) : int8_t(127);
+    }
+    std::vector<float> y(size_t(m * n), -1.0f);
+    gemm_nt_int8(x.data(), w.values.data(), w.scales.data(), y.data(), m, n, k);
+    const std::vector<float> want = reference(x, w, m, n, k);
+    for (size_t e = 0; e < y.size(); ++e) ASSERT_EQ(y[e], want[e]) << "extreme products, m=" << m << " element " << e;
+  }
 }
 
 TEST(Int8Gemm, PortableKernelEqualsTheReferenceExactly) {
   set_gemm_isa_for_testing(GemmIsa::Portable);
-  EXPECT_FALSE(gemm_int8_uses_vnni());
+  EXPECT_STREQ(gemm_int8_kernel(), "portable");
+  expect_reference_on_each_shape();
+  reset_gemm_isa_for_testing();
+}
+
+// Also on CPUs with VNNI: forcing the AVX2 ISA takes this kernel there.
+TEST(Int8Gemm, Avx2KernelEqualsTheReferenceExactly) {
+  reset_gemm_isa_for_testing();
+  if (gemm_isa() < GemmIsa::Avx2Fma) GTEST_SKIP() << "this CPU has no AVX2";
+  set_gemm_isa_for_testing(GemmIsa::Avx2Fma);
+  EXPECT_STREQ(gemm_int8_kernel(), "avx2");
   expect_reference_on_each_shape();
   reset_gemm_isa_for_testing();
 }
 
 TEST(Int8Gemm, VnniKernelEqualsTheReferenceExactly) {
   reset_gemm_isa_for_testing();
-  if (!gemm_int8_uses_vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI";
+  if (std::string(gemm_int8_kernel()) != "avx512-vnni") GTEST_SKIP() << "this CPU has no AVX512-VNNI";
   expect_reference_on_each_shape();
 }
 

@@ -75,8 +75,9 @@ void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y
                   const float* input_amax = nullptr);
 // amax[i] = max_c |x[i][c]| for rows [0, m) of k columns, +inf for a row with a NaN or an infinity.
 void int8_row_amax(const float* x, int64_t m, int64_t k, float* amax);
-// Whether gemm_nt_int8 takes the AVX512-VNNI kernel (the CPU has it and no test forced a lower ISA).
-bool gemm_int8_uses_vnni();
+// The kernel gemm_nt_int8 takes: "avx512-vnni", "avx2" or "portable" (what the CPU has, unless a
+// test forced a lower ISA).
+const char* gemm_int8_kernel();
 
 // The path Auto takes for this shape and type, and its name ("row-blocked", "broadcast",
 // "panel-sgemm").

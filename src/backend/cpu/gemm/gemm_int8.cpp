@@ -1,7 +1,7 @@
 // W8A8 GEMM (gemm.h's gemm_nt_int8): x quantized to int8 per row, once per call, then int32 dot
 // products against the int8 weights on the OpenMP team, each output scaled back to fp32. The
-// AVX512-VNNI kernel is in gemm_int8_vnni.cpp; this file has the portable one, which it must
-// equal exactly (integer sums do not depend on their order).
+// AVX512-VNNI kernel is in gemm_int8_vnni.cpp, the AVX2 one in gemm_int8_avx2.cpp; this file has
+// the portable one, which both must equal exactly (integer sums do not depend on their order).
 #include <omp.h>
 
 #include <algorithm>
@@ -49,13 +49,17 @@ void quantize_row(const float* x, int64_t k, float amax, int8_t* q, float& scale
   }
 }
 
-bool vnni_on_this_cpu() {
+enum class Int8Kernel { Portable, Avx2, Vnni };
+
+Int8Kernel int8_kernel() {
 #if defined(TPBATCH_GEMM_HAVE_AVX512)
   __builtin_cpu_init();
-  return gemm_isa() >= GemmIsa::Avx512 && __builtin_cpu_supports("avx512vnni");
-#else
-  return false;
+  if (gemm_isa() >= GemmIsa::Avx512 && __builtin_cpu_supports("avx512vnni")) return Int8Kernel::Vnni;
 #endif
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+  if (gemm_isa() >= GemmIsa::Avx2Fma) return Int8Kernel::Avx2;
+#endif
+  return Int8Kernel::Portable;
 }
 
 }  // namespace
@@ -77,7 +81,14 @@ void int8_rows_portable(const Int8Args& a, int64_t n0, int64_t n1) {
 
 }  // namespace detail
 
-bool gemm_int8_uses_vnni() { return vnni_on_this_cpu(); }
+const char* gemm_int8_kernel() {
+  switch (int8_kernel()) {
+    case Int8Kernel::Vnni: return "avx512-vnni";
+    case Int8Kernel::Avx2: return "avx2";
+    case Int8Kernel::Portable: return "portable";
+  }
+  return "?";
+}
 
 void int8_row_amax(const float* x, int64_t m, int64_t k, float* amax) {
   for (int64_t i = 0; i < m; ++i) amax[i] = row_amax(x + i * k, k);
@@ -99,7 +110,7 @@ void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y
     quantize_row(x + i * k, k, input_amax ? input_amax[i] : row_amax(x + i * k, k), xq.data() + i * k,
                  xscale[size_t(i)], xsum[size_t(i)]);
   const detail::Int8Args a{xq.data(), xscale.data(), xsum.data(), w, scales, y, n, m, n, k};
-  const bool vnni = vnni_on_this_cpu();
+  const Int8Kernel kernel = int8_kernel();
   // As gemm_nt splits n: units of 16 rows, one thread for problems too small to wake the team.
   constexpr int64_t kUnit = 16;
   const int64_t units = (n + kUnit - 1) / kUnit;
@@ -109,11 +120,13 @@ void gemm_nt_int8(const float* x, const int8_t* w, const float* scales, float* y
   auto run_slice = [&](int t, int nt) {
     const int64_t n0 = std::min(n, units * t / nt * kUnit), n1 = std::min(n, units * (t + 1) / nt * kUnit);
 #if defined(TPBATCH_GEMM_HAVE_AVX512)
-    if (vnni) return detail::int8_rows_vnni(a, n0, n1);
+    if (kernel == Int8Kernel::Vnni) return detail::int8_rows_vnni(a, n0, n1);
+#endif
+#if defined(TPBATCH_GEMM_HAVE_AVX2)
+    if (kernel == Int8Kernel::Avx2) return detail::int8_rows_avx2(a, n0, n1);
 #endif
     detail::int8_rows_portable(a, n0, n1);
   };
-  (void)vnni;
   if (threads <= 1) return run_slice(0, 1);
 #pragma omp parallel num_threads(threads)
   run_slice(omp_get_thread_num(), omp_get_num_threads());

@@ -58,6 +58,9 @@ bool quant_rows_m1_avx2_takes(const GemmArgs& a);
 void quant_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 // Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64.
 void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
+// W8A8 on AVX2 (gemm_int8_avx2.cpp): vpmaddubsw on |w| against x given w's sign, then vpmaddwd;
+// no int16 lane can saturate, so the same integers as the portable kernel.
+void int8_rows_avx2(const Int8Args& a, int64_t n0, int64_t n1);
 #define TPBATCH_GEMM_HAVE_AVX2 1
 #endif
 
