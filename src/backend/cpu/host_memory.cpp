@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,9 +14,29 @@ namespace {
 
 constexpr size_t kPage = 4096;
 constexpr size_t kMmapFrom = 1u << 20;        // plain mode: at least this many bytes come from mmap
+constexpr size_t kHugePage = 2u << 20;        // x86-64's transparent huge page
 constexpr size_t kCheckedReserve = size_t(1) << 40;  // address space only (MAP_NORESERVE)
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// len bytes (a multiple of kPage) on a 2 MiB boundary, asking for transparent huge pages (where
+// THP is "madvise", Debian's default, anonymous memory gets them only when asked). A decode step
+// streams every weight once, and the hardware prefetchers stop at each 4 KiB page's end: on a Zen
+// 3 (tpbatch_gemm_bench --rows 1 --path row-blocked --threads 1) huge pages took one step of bf16
+// linear layers from 12.7-13.6 to 10.8-11.2 ms, fp32 from 24-28 to 23-25. The mapping is cut to
+// exactly [p, p + len), so release unmaps it as any other; without THP the advice is ignored.
+void* map_huge(size_t len) {
+  void* raw = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw Error("CPU backend: cannot allocate " + std::to_string(len) + " bytes");
+  const auto start = reinterpret_cast<uintptr_t>(raw), at = round_up(start, kHugePage);
+  if (at > start) munmap(raw, at - start);
+  if (at - start < kHugePage) munmap(reinterpret_cast<void*>(at + len), kHugePage - (at - start));
+  void* p = reinterpret_cast<void*>(at);
+#if defined(MADV_HUGEPAGE)
+  madvise(p, len, MADV_HUGEPAGE);
+#endif
+  return p;
+}
 
 }  // namespace
 
@@ -39,6 +60,7 @@ HostMemory::~HostMemory() {
 void* HostMemory::allocate(size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (!checked_) {
+    if (bytes >= kHugePage) return map_huge(round_up(bytes, kPage));
     if (bytes >= kMmapFrom) {
       void* p = mmap(nullptr, round_up(bytes, kPage), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw Error("CPU backend: cannot allocate " + std::to_string(bytes) + " bytes");

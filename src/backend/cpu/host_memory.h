@@ -1,6 +1,7 @@
 #pragma once
 // Host memory for the CPU backend. Plain mode: zero-filled allocations (large ones mmapped, so
-// an unused KV cache costs no resident memory). Checked mode: every allocation comes from one
+// an unused KV cache costs no resident memory; from 2 MiB on a huge-page boundary with transparent
+// huge pages asked for, as the weights stream faster on them). Checked mode: every allocation comes from one
 // reserved address range that is mapped PROT_NONE except while a backend call runs (an
 // AccessScope is alive), so host code that reads backend memory behind the backend's back —
 // exactly what would crash on a GPU — crashes in the tests instead.
