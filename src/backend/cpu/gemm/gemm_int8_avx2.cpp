@@ -6,6 +6,9 @@
 // never saturate and the int32 totals are the portable kernel's exactly. Blocks of 4 weight rows
 // share each x load; one row of x (a sequence decoding) reads the weight rows one after another, a
 // single stream, as the VNNI kernel does. The k % 32 tail is summed in scalar code.
+// On a Zen 3 (tpbatch_quantized_gemv_bench --threads 1, 3072 x 768, m = 1): 176 us a call, 13.5
+// GB/s, 2.08x the bf16 GEMV (the bytes allow 1.99x); 83 us with the weights in cache, where the
+// x86-64-v2 portable loop that such CPUs ran before takes about 400 (5.7 GB/s: slower than bf16).
 // As in gemm_avx2.cpp, every standard header comes BEFORE the target pragma.
 #include <cstdint>
 
