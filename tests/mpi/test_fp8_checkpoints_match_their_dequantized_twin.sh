@@ -2,8 +2,9 @@
 # fp8 checkpoints on the CPU, in both formats make-model writes (fp8 with 128x128 block scales,
 # compressed-tensors with per-channel scales): each runs with its weights kept as fp8 (a third of
 # the float32 twin's bytes here) and gives the same greedy tokens as its dequantized float32 twin,
-# logprobs within 1e-5 (the same fp32 arithmetic: the GEMM dequantizes each slice to exactly the
-# twin's values), at TP=1, TP=2 (intermediate 301: an uneven split whose row-parallel shard starts
+# logprobs within 1e-5 (fp32 arithmetic on the same values: the GEMM dequantizes each slice to
+# exactly the twin's weights; one row of x, on AVX2, applies each scale once per group instead,
+# which is fp32 accumulation noise), at TP=1, TP=2 (intermediate 301: an uneven split whose row-parallel shard starts
 # inside a scale block), PP=2 and DP=2.
 source "$(dirname "$0")/../e2e/lib.sh"
 shape=(--hidden-size 256 --intermediate-size 301 --layers 3 --heads 8 --kv-heads 4 --head-dim 32 --vocab-size 500

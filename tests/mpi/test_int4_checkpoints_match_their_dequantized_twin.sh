@@ -3,8 +3,10 @@
 # compressed-tensors W4A16 pack-quantized; group size 128): an independent numpy reading of each
 # file (int4_unpack_reference.py, from the formats' own dequantize code) gives the dequantized
 # twin's float32 weights exactly; then each runs with its weights kept as 4-bit values, scales
-# and zero points and gives the same greedy tokens as its twin, logprobs within 1e-5 (the same
-# fp32 arithmetic: the GEMM dequantizes each slice to exactly the twin's values), at TP=1, TP=2
+# and zero points and gives the same greedy tokens as its twin, logprobs within 1e-5 (fp32
+# arithmetic on the same values: the GEMM dequantizes each slice to exactly the twin's weights;
+# one row of x, on AVX2, applies each scale and zero point once per group instead, which is fp32
+# accumulation noise), at TP=1, TP=2
 # (intermediate 640 = 5 groups: the row-parallel down_proj shard starts inside group 2), PP=2
 # and DP=2.
 source "$(dirname "$0")/../e2e/lib.sh"

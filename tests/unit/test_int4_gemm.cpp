@@ -2,9 +2,12 @@
 // dequantized ahead ((value - zero) * scale in fp32, a reference written here from the layout
 // alone): equal to the last bit on every path and kernel family this CPU runs, for whole-row,
 // 128- and 32-column groups, column slices that start inside a group, and odd k (a row's last
-// byte half used); m = 1 with groups on 8-column boundaries runs the in-register kernel.
+// byte half used); except one row of x on AVX2 with groups on 16-column boundaries, whose kernel
+// applies each scale and zero point once per group: there, within fp32 accumulation noise.
+// (AVX-512's one-row kernel looks each weight up dequantized and stays exact.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <stdexcept>
@@ -44,6 +47,12 @@ Int4Weights make_int4(int64_t n, int64_t k, int64_t group, int64_t phase, std::m
   return w;
 }
 
+// Whether gemm_nt_int4 runs the per-group-scale kernel (gemm_quant_m1_avx2.cpp).
+bool scales_per_group(GemmIsa isa, GemmPath path, int64_t m, int64_t group, int64_t phase) {
+  return isa == GemmIsa::Avx2Fma && m == 1 && (path == GemmPath::Auto || path == GemmPath::RowBlocked) &&
+         group % 16 == 0 && phase % 16 == 0;
+}
+
 TEST(GemmInt4, EqualsTheDequantizedWeightsOnEveryPathAndIsa) {
   std::mt19937 rng(11);
   const GemmIsa top = gemm_isa();
@@ -59,12 +68,51 @@ TEST(GemmInt4, EqualsTheDequantizedWeightsOnEveryPathAndIsa) {
           std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
           for (float& v : x) v = dist(rng);
           for (GemmPath path : {GemmPath::Auto, GemmPath::RowBlocked, GemmPath::Broadcast, GemmPath::Panel}) {
+            if (scales_per_group(GemmIsa(isa), path, m, group, phase)) continue;
             std::vector<float> want(size_t(m * n)), got(size_t(m * n));
             gemm_nt(x.data(), k, w.dequantized.data(), k, DType::F32, want.data(), n, m, n, k, path);
             gemm_nt_int4(x.data(), w.packed.data(), w.grid, got.data(), m, n, k, path);
             for (size_t i = 0; i < got.size(); ++i)
               ASSERT_EQ(got[i], want[i]) << gemm_isa_name(GemmIsa(isa)) << " " << gemm_path_name(path) << " m=" << m
                                          << " k=" << k << " group=" << group << " phase=" << phase << " at " << i;
+          }
+        }
+      }
+    }
+  }
+  reset_gemm_isa_for_testing();
+}
+
+// One row of x: within 1e-5 of sum (|q| + |zero|) * scale * |x| (the kernel subtracts the zero
+// point's term from sums of q x, a few bits of cancellation on top of fp32 sums' ~1e-6; one
+// weight wrong by a code moves the result by about 1/k of it).
+TEST(GemmInt4, OneRowOfXIsTheDequantizedWeightsToFp32Noise) {
+  std::mt19937 rng(12);
+  const GemmIsa top = gemm_isa();
+  for (int isa = 0; isa <= int(top); ++isa) {
+    set_gemm_isa_for_testing(GemmIsa(isa));
+    for (int64_t k : {256, 301, 768}) {
+      for (auto [group, phase] : {std::pair<int64_t, int64_t>{128, 0}, {128, 64}, {128, 50}, {32, 0}, {32, 16},
+                                  {int64_t(k), 0}}) {
+        const int64_t n = 37, groups = (phase + k + group - 1) / group;
+        const Int4Weights w = make_int4(n, k, group, phase, rng);
+        std::vector<float> x(static_cast<size_t>(k));
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (float& v : x) v = dist(rng);
+        for (GemmPath path : {GemmPath::Auto, GemmPath::RowBlocked}) {
+          std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+          gemm_nt(x.data(), k, w.dequantized.data(), k, DType::F32, want.data(), n, 1, n, k, path);
+          gemm_nt_int4(x.data(), w.packed.data(), w.grid, got.data(), 1, n, k, path);
+          for (int64_t r = 0; r < n; ++r) {
+            double magnitude = 0;
+            for (int64_t c = 0; c < k; ++c) {
+              const size_t i = size_t(r * groups + (c + phase) / group);
+              const int q = (w.packed[size_t(r * ((k + 1) / 2) + c / 2)] >> (4 * (c % 2))) & 0xf;
+              magnitude += (q + std::fabs(double(w.zeros[i]))) * w.scales[i] * std::fabs(double(x[size_t(c)]));
+            }
+            ASSERT_NEAR(got[size_t(r)], want[size_t(r)], 1e-5 * magnitude)
+                << gemm_isa_name(GemmIsa(isa)) << " " << gemm_path_name(path) << " k=" << k << " group=" << group
+                << " phase=" << phase << " row " << r;
           }
         }
       }

@@ -121,17 +121,17 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the others) and
 // computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
 // and every result equals the same weights dequantized ahead and run in fp32.
-// A single row of x (one sequence decoding) skips the scratch: its kernel dequantizes in registers,
-// to the same result.
+// A single row of x (one sequence decoding) skips the scratch: its kernels read the quantized
+// weights directly, the AVX-512 4-bit one to the same result, the AVX2 ones to fp32 noise (they
+// apply each scale once per group).
 void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmPath path) {
 #if defined(TPBATCH_GEMM_HAVE_AVX2)
 #if defined(TPBATCH_GEMM_HAVE_AVX512)
   if (isa >= GemmIsa::Avx512 && a.wtype == DType::I4 && path == GemmPath::RowBlocked &&
-      detail::quant_rows_m1_avx2_takes(a))
-    return detail::int4_rows_m1_avx512(a, n0, n1);
+      detail::int4_rows_m1_avx512(a, n0, n1))
+    return;
 #endif
-  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2_takes(a))
-    return detail::quant_rows_m1_avx2(a, n0, n1);
+  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2(a, n0, n1)) return;
 #endif
   // The broadcast kernel packs x^T on every call, m x k floats: on 16-row slices that packing
   // cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's 60), so

@@ -82,7 +82,6 @@ void dequant_fp8_portable(const GemmArgs& a, int64_t r0, int64_t rows, float* ou
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
-#include "backend/cpu/gemm/quant_rows_m1.h"  // after the pragma: compiled for this ISA
 
 namespace tpbatch::cpu::detail {
 namespace {
@@ -104,37 +103,7 @@ inline __m256 int4x8(const uint8_t* row, int64_t kk) {
   return _mm256_cvtepi32_ps(_mm256_and_si256(nib, _mm256_set1_epi32(0xf)));
 }
 
-// How quant_rows_m1 (quant_rows_m1.h) reads each weight type.
-struct Fp8Rows {
-  static int64_t bytes(int64_t c) { return c; }
-  static __m256 load(const uint8_t* row, int64_t kk) { return fp8x8(row + kk); }
-  static float scale(float s) { return s * kFp8ViaFp16; }
-  static void group(float s, float, __m256& scale_v, __m256& unused) {
-    scale_v = _mm256_set1_ps(scale(s));
-    unused = _mm256_setzero_ps();
-  }
-  static __m256 dequant(__m256 v, __m256 scale, __m256) { return _mm256_mul_ps(v, scale); }
-};
-struct Int4Rows {
-  static int64_t bytes(int64_t c) { return (c + 1) / 2; }
-  static __m256 load(const uint8_t* row, int64_t kk) { return int4x8(row, kk); }
-  static void group(float s, float z, __m256& scale_v, __m256& zero_v) {
-    scale_v = _mm256_set1_ps(s);
-    zero_v = _mm256_set1_ps(z);
-  }
-  static __m256 dequant(__m256 v, __m256 scale, __m256 zero) { return _mm256_mul_ps(_mm256_sub_ps(v, zero), scale); }
-};
-
 }  // namespace
-
-bool quant_rows_m1_avx2_takes(const GemmArgs& a) { return a.m == 1 && a.group % 8 == 0 && a.phase % 8 == 0; }
-
-void quant_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1) {
-  if (a.wtype == DType::I4)
-    quant_rows_m1<Int4Rows>(a, n0, n1);
-  else
-    quant_rows_m1<Fp8Rows>(a, n0, n1);
-}
 
 void dequant_int4_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -145,7 +114,7 @@ void dequant_int4_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) 
       const __m256 sv = _mm256_set1_ps(s), zv = _mm256_set1_ps(z);
       int64_t c = c0;
       for (; c < c1 && c % 8 != 0; ++c) dst[c] = (int4_at(src, c) - z) * s;
-      for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(dst + c, Int4Rows::dequant(int4x8(src, c), sv, zv));
+      for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(dst + c, _mm256_mul_ps(_mm256_sub_ps(int4x8(src, c), zv), sv));
       for (; c < c1; ++c) dst[c] = (int4_at(src, c) - z) * s;
     });
   }
@@ -157,7 +126,7 @@ void dequant_fp8_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out) {
     float* dst = out + r * a.k;
     for_each_group(a, r0 + r, [&](int64_t c0, int64_t c1, int64_t i) {
       const float s = a.scales[i];
-      const __m256 sv = _mm256_set1_ps(Fp8Rows::scale(s));
+      const __m256 sv = _mm256_set1_ps(s * kFp8ViaFp16);
       int64_t c = c0;
       for (; c + 8 <= c1; c += 8) _mm256_storeu_ps(dst + c, _mm256_mul_ps(fp8x8(src + c), sv));
       for (; c < c1; ++c) dst[c] = fp8_portable(src[c]) * s;

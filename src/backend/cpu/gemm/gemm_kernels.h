@@ -51,11 +51,11 @@ void rows_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 void widen_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_fp8_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 void dequant_int4_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
-// One row of x against fp8 or int4 weights dequantized in registers (gemm_dequant.cpp):
-// bit-identical to the row-blocked fp32 kernel on the dequantized weights; takes m = 1 with
-// scale groups on 8-column boundaries.
-bool quant_rows_m1_avx2_takes(const GemmArgs& a);
-void quant_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
+// One row of x against fp8 or int4 weights with the scales (and zero points) applied per group
+// (gemm_quant_m1_avx2.cpp): the dequantized weights' results to fp32 accumulation noise, not to
+// the last bit. False, having done nothing, unless m = 1 and the scale groups fall on 16-column
+// boundaries (and, fp8, |x| <= 2^60).
+bool quant_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 // Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64.
 void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 // W8A8 on AVX2 (gemm_int8_avx2.cpp): vpmaddubsw on |w| against x given w's sign, then vpmaddwd;
@@ -75,9 +75,10 @@ void rows_bf16dp(const GemmArgs& a, int64_t n0, int64_t n1);
 // multiple of 32); terms 64-byte aligned. For the vdpbf16ps and AMX kernels.
 inline constexpr int kSplitTerms = 3;
 void split_bf16(const float* x, int64_t k, int64_t kpad, uint16_t* terms);
-// 4-bit weights, one row of x (gemm_dequant_avx512.cpp): the AVX2 m = 1 kernel's results to the
-// last bit with one op fewer per 8 weights; takes what quant_rows_m1_avx2_takes takes.
-void int4_rows_m1_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
+// 4-bit weights, one row of x (gemm_dequant_avx512.cpp): the row-blocked fp32 kernel's results
+// on the dequantized weights to the last bit. False, having done nothing, unless m = 1 and the
+// scale groups fall on 8-column boundaries.
+bool int4_rows_m1_avx512(const GemmArgs& a, int64_t n0, int64_t n1);
 // AVX512-VNNI (gemm_int8_vnni.cpp): vpdpbusd takes unsigned x signed bytes, so the weights go in
 // as w + 128 (w xor 0x80) and each row's 128 * sum(q) comes off again; the same integers as the
 // portable kernel.
