@@ -37,7 +37,7 @@ void add_constraint_mask(const Sequence& s, int64_t request, StepInputs& in) {
   const MaskTimer timer(false);
   TokenMaskWriter mask = in.mask_writer();
   mask.begin(request);
-  for (int32_t id : s.constraint->allowed(s.constraint_state)) mask.allow(id);
+  mask.allow_all(s.constraint->allowed_bits(s.constraint_state));
   if (eos_allowed(s))
     for (int32_t id : s.eos_ids) mask.allow(id);
 }

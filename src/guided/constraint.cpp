@@ -40,11 +40,11 @@ std::string constraint_problem(const ConstraintSource& source) {
 Constraint::Constraint(const std::string& regex, std::shared_ptr<const TokenBytes> vocab)
     : dfa_(compile_regex(regex)), vocab_(std::move(vocab)) {}
 
-const std::vector<int32_t>& Constraint::allowed(int32_t state) {
+const Constraint::AllowedTokens& Constraint::allowed_tokens(int32_t state) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = allowed_[state];
   if (slot) return *slot;
-  slot = std::make_unique<std::vector<int32_t>>();
+  slot = std::make_unique<AllowedTokens>();
   const int32_t n = static_cast<int32_t>(vocab_->bytes.size());
   for (int32_t id = 0; id < n; ++id) {
     if (!vocab_->usable[id]) continue;
@@ -53,8 +53,10 @@ const std::vector<int32_t>& Constraint::allowed(int32_t state) {
       s = dfa_.next(s, b);
       if (s == ByteDfa::kDead) break;
     }
-    if (s != ByteDfa::kDead) slot->push_back(id);
+    if (s != ByteDfa::kDead) slot->ids.push_back(id);
   }
+  if (!slot->ids.empty()) slot->bits.assign(static_cast<size_t>(slot->ids.back() / 64 + 1), 0);
+  for (int32_t id : slot->ids) slot->bits[static_cast<size_t>(id / 64)] |= uint64_t{1} << (id % 64);
   return *slot;
 }
 

@@ -38,17 +38,27 @@ class Constraint {
 
   int32_t start() const { return 0; }
   // Token ids allowed from `state`, ascending; EOS is not among them (see complete()).
-  const std::vector<int32_t>& allowed(int32_t state);
+  const std::vector<int32_t>& allowed(int32_t state) { return allowed_tokens(state).ids; }
+  // The same set as bits, id i at bit i % 64 of word i / 64, up to the last word with one set: a
+  // step's mask copies these words rather than setting a bit per id (a JSON string's state
+  // allows most of a 128k vocabulary).
+  const std::vector<uint64_t>& allowed_bits(int32_t state) { return allowed_tokens(state).bits; }
   // Whether the output so far is a whole match: EOS (ending the row) is allowed.
   bool complete(int32_t state) { return dfa_.accepting(state); }
   // The state after `token` (ByteDfa::kDead when the token was not allowed).
   int32_t advance(int32_t state, int32_t token);
 
  private:
+  struct AllowedTokens {
+    std::vector<int32_t> ids;
+    std::vector<uint64_t> bits;
+  };
+  const AllowedTokens& allowed_tokens(int32_t state);
+
   ByteDfa dfa_;
   std::shared_ptr<const TokenBytes> vocab_;
   std::mutex mu_;
-  std::unordered_map<int32_t, std::unique_ptr<std::vector<int32_t>>> allowed_;
+  std::unordered_map<int32_t, std::unique_ptr<AllowedTokens>> allowed_;
 };
 
 // Compiled constraints by content: rows with the same constraint share one (and its mask cache).

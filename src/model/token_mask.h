@@ -55,16 +55,26 @@ class TokenMaskWriter {
   }
   void allow(int32_t id) {
     if (id < 0) return;
-    TokenMask& m = masks_.back();
-    const int64_t word = id >> 6;
-    if (word >= m.num_words) {  // the last mask's words are the last of the step's: grow in place
-      words_.resize(static_cast<size_t>(m.word_begin + word + 1), 0);
-      m.num_words = word + 1;
-    }
-    words_[static_cast<size_t>(m.word_begin + word)] |= uint64_t{1} << (id & 63);
+    grow(id >> 6);
+    words_[static_cast<size_t>(masks_.back().word_begin + (id >> 6))] |= uint64_t{1} << (id & 63);
+  }
+  // Every id set in bits (id i at bit i % 64 of word i / 64).
+  void allow_all(const std::vector<uint64_t>& bits) {
+    if (bits.empty()) return;
+    grow(static_cast<int64_t>(bits.size()) - 1);
+    uint64_t* out = words_.data() + masks_.back().word_begin;
+    for (size_t i = 0; i < bits.size(); ++i) out[i] |= bits[i];
   }
 
  private:
+  // The last mask's words are the last of the step's: it grows in place to hold `word`.
+  void grow(int64_t word) {
+    TokenMask& m = masks_.back();
+    if (word < m.num_words) return;
+    words_.resize(static_cast<size_t>(m.word_begin + word + 1), 0);
+    m.num_words = word + 1;
+  }
+
   std::vector<TokenMask>& masks_;
   std::vector<uint64_t>& words_;
 };

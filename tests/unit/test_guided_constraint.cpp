@@ -128,6 +128,22 @@ TEST(GuidedConstraint, AllowedTokensAreThoseWhoseBytesKeepAMatchPossible) {
   EXPECT_EQ(c->advance(c->start(), 260), ByteDfa::kDead);  // the unusable empty token
 }
 
+TEST(GuidedConstraint, AllowedBitsAreTheAllowedIdsUpToTheLastWordWithOne) {
+  auto c = regex("[a-c]+(true)?");
+  int32_t state = c->start();
+  for (int32_t token : {-1, int32_t('a'), 256}) {  // the start, after "a", after "atrue"
+    if (token >= 0) state = c->advance(state, token);
+    const std::vector<int32_t>& ids = c->allowed(state);
+    const std::vector<uint64_t>& bits = c->allowed_bits(state);
+    ASSERT_EQ(bits.size(), ids.empty() ? 0u : size_t(ids.back() / 64 + 1)) << token;
+    std::vector<int32_t> from_bits;
+    for (size_t i = 0; i < 64 * bits.size(); ++i)
+      if ((bits[i / 64] >> (i % 64)) & 1u) from_bits.push_back(int32_t(i));
+    EXPECT_EQ(from_bits, ids) << token;
+  }
+  EXPECT_TRUE(c->allowed_bits(state).empty());  // "atrue": a whole match, only EOS may follow
+}
+
 TEST(GuidedConstraint, JsonSchemaOutputsValidateAndOthersDoNot) {
   const nlohmann::ordered_json sch = {
       {"type", "object"},

@@ -119,6 +119,22 @@ TEST(VocabMasks, MasksTravelWithTheStepMessage) {
   EXPECT_THROW(StepInputs::deserialize(bad.serialize()), Error);
 }
 
+TEST(VocabMasks, AllowAllAddsEveryIdOfTheWordsToTheLastMask) {
+  StepInputs in;
+  in.logits = {LogitRequest{0, -1, false}, LogitRequest{1, -1, false}};
+  TokenMaskWriter w = in.mask_writer();
+  w.begin(0);
+  w.allow(5);
+  w.begin(1);
+  w.allow(7);
+  w.allow_all({uint64_t{1} << 3, 0, (uint64_t{1} << 63) | 1u});  // ids 3, 128 and 191: the mask grows
+  w.allow_all({});
+  for (int id = 0; id < 256; ++id) {
+    EXPECT_EQ(in.mask_bits(in.masks[0]).allows(id), id == 5) << id;
+    EXPECT_EQ(in.mask_bits(in.masks[1]).allows(id), id == 3 || id == 7 || id == 128 || id == 191) << id;
+  }
+}
+
 // The bias of a shard that starts mid-word, ends mid-word and runs past the mask's words.
 TEST(VocabMasks, TheShardBiasIsZeroExactlyWhereTheMaskAllows) {
   StepInputs in;
