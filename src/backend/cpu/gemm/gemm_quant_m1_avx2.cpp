@@ -1,28 +1,28 @@
 // One row of x (a sequence decoding) against fp8 or 4-bit weight rows on AVX2, with each scale
 // group's scale (and zero point) applied once per group and row instead of once per weight:
 //   y_r = sum over groups g of s_rg * (sum_{c in g} q_rc x_c - z_rg * sum_{c in g} x_c).
-// Per 16 weights that leaves an unpack and two FMAs: 4-bit, a zero-extending byte load, a mask, a
-// shift and two conversions; fp8, a sign-extending load, two shifts and two masks (no conversion:
-// see below). The dequantize-then-FMA form took 12 to 14 ops (a subtraction and a multiplication
-// per 8 weights more, and 8-weight unpacks), which left both formats compute-bound below the bf16
-// GEMV on a Zen 3 (tpbatch_quantized_gemv_bench --threads 1 --hot 1, 3072 x 768: fp8 246 us,
-// 4-bit 220, bf16 135; now fp8 140, 4-bit 131).
+// Per 16 weights that leaves an unpack and two FMAs: 4-bit, a zero-extending byte load, a mask and
+// two conversions; fp8, a sign-extending load, two shifts and two masks (no conversion: see
+// below). The dequantize-then-FMA form took 12 to 14 ops (a subtraction and a multiplication per
+// 8 weights more, and 8-weight unpacks), which left both formats compute-bound below the bf16 GEMV
+// on a Zen 3 (tpbatch_quantized_gemv_bench --threads 1 --hot 1, 3072 x 768: fp8 246 us, 4-bit
+// 220, bf16 135; now fp8 139, 4-bit 120).
 // The price is exactness: the dequantize-ahead twin rounds each weight (q - z) * s once, this
 // kernel rounds the group's sums instead, so the results agree to fp32 accumulation noise rather
-// than to the last bit (the zero point's term is subtracted from sums of up to 15 * |x|, a few
-// bits of cancellation). The kernels for more rows of x dequantize slices and stay exact.
+// than to the last bit (below 2e-7 of sum |w x| in the tests). The kernels for more rows of x
+// dequantize slices and stay exact.
 //
-// x is staged once a call in the order the weights unpack in, 16 columns a step, zero-padded: even
-// columns, then odd ones.
-//   4-bit: the 8 bytes of 16 columns zero-extended to 8 lanes; the low nibbles are the even
-//          columns, the high ones the odd.
-//   fp8:   the 16 bytes sign-extended to 16-bit words, so each 32-bit lane holds an even column's
-//          word below an odd one's. Shifted left by 20 (even) or 4 (odd) and masked to the sign
-//          and the bits 20..26 below it, the lane is the byte's 7 exponent and mantissa bits in
-//          fp32's places under its sign: the e4m3 value times 2^-120 exactly (bias 7 -> 127), e4m3
-//          subnormals landing on fp32 subnormals. x is staged times 2^64 so that the products
-//          stay normal, and the group scale takes 2^56 back; x beyond 2^60 in magnitude (or not
-//          finite) is left to the dequantizing path.
+// x is staged once a call, 16 columns a step, zero-padded, as two vectors whose lane i goes with
+// columns 2i and 2i + 1 (Step::stage):
+//   4-bit: the 8 bytes of 16 columns zero-extended to 8 lanes; the low nibble (column 2i) masked
+//          out, and the whole byte b = q0 + 16 q1 taken as it is, x staged to match.
+//   fp8:   the 16 bytes sign-extended to 16-bit words, so each 32-bit lane holds column 2i's word
+//          below column 2i + 1's. Shifted left by 20 or 4 and masked to the sign and the bits
+//          20..26 below it, the lane is the byte's 7 exponent and mantissa bits in fp32's places
+//          under its sign: the e4m3 value times 2^-120 exactly (bias 7 -> 127), e4m3 subnormals
+//          landing on fp32 subnormals. x is staged times 2^64 so that the products stay normal,
+//          and the group scale takes 2^56 back; x beyond 2^60 in magnitude (or not finite) is
+//          left to the dequantizing path.
 // As in gemm_avx2.cpp, every standard header comes BEFORE the target pragma.
 #include <algorithm>
 #include <cmath>
@@ -44,23 +44,33 @@
 namespace tpbatch::cpu::detail {
 namespace {
 
+// Each 32-bit lane of a step holds an even column's weight and the next (odd) column's: the staged
+// x comes as a pair of vectors, (lo, hi), that the unpacked pair of weight vectors multiplies.
 struct Int4Step {
   static constexpr int64_t kBytes = 8;  // a row's bytes per 16 columns
-  static constexpr float kXScale = 1.0f, kScaleBack = 1.0f;
+  static constexpr float kScaleBack = 1.0f;
   static int64_t row_bytes(int64_t k) { return (k + 1) / 2; }
-  static int column(int half, int lane) { return 2 * lane + half; }
+  // The low nibble q0 and the whole byte b = q0 + 16 q1 as floats: q0 e + q1 o is
+  // q0 (e - o / 16) + b (o / 16), which saves the shift that would take q1 out of b.
+  static void stage(float even, float odd, float& lo, float& hi) {
+    lo = even - odd * 0.0625f;
+    hi = odd * 0.0625f;
+  }
   static void unpack(const uint8_t* p, __m256& lo, __m256& hi) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0xf)));
-    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+    hi = _mm256_cvtepi32_ps(b);
   }
 };
 
 struct Fp8Step {
   static constexpr int64_t kBytes = 16;
-  static constexpr float kXScale = 0x1.0p64f, kScaleBack = 0x1.0p56f;  // 2^-120 * 2^64 * 2^56 = 1
+  static constexpr float kScaleBack = 0x1.0p56f;  // 2^-120 (the weights) * 2^64 (x) * 2^56 = 1
   static int64_t row_bytes(int64_t k) { return k; }
-  static int column(int half, int lane) { return 2 * lane + half; }
+  static void stage(float even, float odd, float& lo, float& hi) {
+    lo = even * 0x1.0p64f;
+    hi = odd * 0x1.0p64f;
+  }
   static void unpack(const uint8_t* p, __m256& lo, __m256& hi) {
     const __m256i words = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256i mask = _mm256_set1_epi32(int32_t(0x87f00000u));
@@ -69,26 +79,26 @@ struct Fp8Step {
   }
 };
 
-// x staged for Step (kpad = k rounded up to 16 floats) and, per scale group the row range
-// crosses, the lane sums of the staged x over it (the zero points' term). False when x is out of
-// the staged range.
+// x staged for Step (kpad = k rounded up to 16 floats: 8 lo lanes, then 8 hi lanes, a step) and,
+// per scale group the columns cross, the lane sums of x's even and odd columns over it (the zero
+// points' term). False when x is out of the staged range.
 template <class Step>
 bool stage_x(const GemmArgs& a, int64_t kpad, float* xs, float* group_sums) {
   float top = 0.0f;
   for (int64_t c = 0; c < a.k; ++c) top = std::max(top, std::fabs(a.x[c]));
   if (!(top <= 0x1.0p60f)) return false;
-  for (int64_t s = 0; s < kpad; s += 16)
-    for (int half = 0; half < 2; ++half)
-      for (int lane = 0; lane < 8; ++lane) {
-        const int64_t c = s + Step::column(half, lane);
-        xs[s + 8 * half + lane] = c < a.k ? a.x[c] * Step::kXScale : 0.0f;
-      }
   const int64_t g0 = a.phase / a.group;
   for (int64_t c = 0; c < kpad;) {
     const int64_t g = (c + a.phase) / a.group, end = std::min(kpad, (g + 1) * a.group - a.phase);
-    __m256 sum = _mm256_setzero_ps();
-    for (; c < end; c += 8) sum = _mm256_add_ps(sum, _mm256_load_ps(xs + c));
-    _mm256_store_ps(group_sums + 8 * (g - g0), sum);
+    alignas(32) float sum[8] = {};
+    for (; c < end; c += 16)
+      for (int lane = 0; lane < 8; ++lane) {
+        const int64_t e = c + 2 * lane;
+        const float even = e < a.k ? a.x[e] : 0.0f, odd = e + 1 < a.k ? a.x[e + 1] : 0.0f;
+        Step::stage(even, odd, xs[c + lane], xs[c + 8 + lane]);
+        sum[lane] += even + odd;
+      }
+    std::memcpy(group_sums + 8 * (g - g0), sum, sizeof sum);
   }
   return true;
 }
