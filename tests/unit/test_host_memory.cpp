@@ -2,6 +2,7 @@
 // pages asked for (the weight stream's speed), zero-filled, and gone from the address space once
 // released (the alignment's spare head and tail are unmapped at once, not leaked).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -71,7 +72,8 @@ TEST(HostMemory, LargeAllocationsAskForTransparentHugePages) {
 // allocation's pages, and release unmaps all of it.
 TEST(HostMemory, LargeAllocationsMapExactlyTheirPagesAndReleaseThem) {
   HostMemory mem(false);
-  const size_t bytes = kHugePage + 4096 * 3 + 5, pages = kHugePage + 4096 * 4;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));  // 4 KiB, or up to 64 KiB on aarch64
+  const size_t bytes = kHugePage + page * 3 + 5, pages = kHugePage + page * 4;
   void* p = mem.allocate(bytes);
   const auto at = reinterpret_cast<uintptr_t>(p);
   EXPECT_EQ(mapping_covering(at), std::make_pair(at, at + pages));

@@ -1,6 +1,7 @@
 #include "backend/cpu/host_memory.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -12,12 +13,18 @@
 namespace tpbatch {
 namespace {
 
-constexpr size_t kPage = 4096;
+// The kernel's page size (4 KiB on x86-64, 4 to 64 KiB on aarch64): what mmap, munmap and
+// mprotect round to.
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 constexpr size_t kMmapFrom = 1u << 20;        // plain mode: at least this many bytes come from mmap
 constexpr size_t kHugePage = 2u << 20;        // x86-64's transparent huge page
 constexpr size_t kCheckedReserve = size_t(1) << 40;  // address space only (MAP_NORESERVE)
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+[[noreturn]] void cannot_allocate(size_t bytes) {
+  throw Error("CPU backend: cannot allocate " + std::to_string(bytes) + " bytes");
+}
 
 // len bytes (a multiple of kPage) on a 2 MiB boundary, asking for transparent huge pages (where
 // THP is "madvise", Debian's default, anonymous memory gets them only when asked). A decode step
@@ -27,7 +34,7 @@ size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // exactly [p, p + len), so release unmaps it as any other; without THP the advice is ignored.
 void* map_huge(size_t len) {
   void* raw = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw Error("CPU backend: cannot allocate " + std::to_string(len) + " bytes");
+  if (raw == MAP_FAILED) cannot_allocate(len);
   const auto start = reinterpret_cast<uintptr_t>(raw), at = round_up(start, kHugePage);
   if (at > start) munmap(raw, at - start);
   if (at - start < kHugePage) munmap(reinterpret_cast<void*>(at + len), kHugePage - (at - start));
@@ -63,11 +70,11 @@ void* HostMemory::allocate(size_t bytes) {
     if (bytes >= kHugePage) return map_huge(round_up(bytes, kPage));
     if (bytes >= kMmapFrom) {
       void* p = mmap(nullptr, round_up(bytes, kPage), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw Error("CPU backend: cannot allocate " + std::to_string(bytes) + " bytes");
+      if (p == MAP_FAILED) cannot_allocate(bytes);
       return p;
     }
     void* p = std::aligned_alloc(64, round_up(bytes, 64));
-    if (!p) throw Error("CPU backend: cannot allocate " + std::to_string(bytes) + " bytes");
+    if (!p) cannot_allocate(bytes);
     std::memset(p, 0, bytes);
     return p;
   }
