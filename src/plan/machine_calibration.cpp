@@ -15,6 +15,7 @@
 #include "backend/buffer.h"
 #include "backend/cpu/attention/paged_attention.h"
 #include "backend/cpu/gemm/gemm.h"
+#include "comm/launcher_env.h"
 #include "topology/cpu_share.h"
 
 namespace tpbatch {
@@ -319,15 +320,6 @@ void measure_rates(const ModelConfig& config, const CalibrationRequest& r, Calib
 }
 
 }  // namespace
-
-int launched_world_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
-    if (const char* v = std::getenv(var)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  return 1;
-}
 
 Calibration calibrate_machine(const ModelConfig& config, const CalibrationRequest& request) {
   Calibration c;

@@ -83,9 +83,6 @@ struct Calibration {
   int mpi_rank = 0;                // the caller prints only on rank 0
 };
 
-// The world size mpirun / srun launched this process with (1 when none).
-int launched_world_size();
-
 // Under mpirun with >= 2 ranks: the allreduce first, then every rank measures memory, GEMM,
 // attention and the step overhead at once and rank 0 gets the node's totals; MPI is finalised before returning (the
 // other ranks return with mpi_rank set, their figures their own).
