@@ -132,10 +132,12 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
     return;
 #endif
   if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2(a, n0, n1)) return;
+  // The AVX2 broadcast kernel dequantizes its own blocks of rows, so x^T is packed once a call.
+  if (isa == GemmIsa::Avx2Fma && path == GemmPath::Broadcast) return detail::broadcast_avx2(a, n0, n1);
 #endif
-  // The broadcast kernel packs x^T on every call, m x k floats: on 16-row slices that packing
-  // cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's 60), so
-  // it takes slices as large as the panel's, in whole tiles of 12 rows.
+  // The AVX-512 broadcast kernel packs x^T on every call, m x k floats: on 16-row slices that
+  // packing cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's
+  // 60), so it takes slices as large as the panel's, in whole tiles of 12 rows.
   int64_t slice = 16;
   if (path == GemmPath::Panel) slice = std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16);
   if (path == GemmPath::Broadcast) slice = std::max<int64_t>(12, (kPanelBytes / (4 * a.k)) / 12 * 12);

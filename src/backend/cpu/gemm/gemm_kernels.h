@@ -56,7 +56,8 @@ void dequant_int4_avx2(const GemmArgs& a, int64_t r0, int64_t rows, float* out);
 // the last bit. False, having done nothing, unless m = 1 and the scale groups fall on 16-column
 // boundaries (and, fp8, |x| <= 2^60).
 bool quant_rows_m1_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
-// Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64.
+// Broadcast-weight kernel (y^T = W · x^T on x^T packed 16 rows wide), for m of about 8..64; fp8
+// and 4-bit weights are dequantized a block of rows at a time (the fp32 result on those weights).
 void broadcast_avx2(const GemmArgs& a, int64_t n0, int64_t n1);
 // W8A8 on AVX2 (gemm_int8_avx2.cpp): vpmaddubsw on |w| against x given w's sign, then vpmaddwd;
 // no int16 lane can saturate, so the same integers as the portable kernel.
