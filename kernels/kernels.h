@@ -108,6 +108,9 @@ void embedding(BufferView table, int64_t vocab_begin, int64_t vocab_end, int64_t
 void gather_logit_rows(BufferView x, int64_t dim, int64_t first, int64_t count, BufferView out, const StepView& step,
                        cudaStream_t stream);
 
+// mask_logits.cu — rows of F32 logits [rows][vocab_shard] set to -inf where their bit is clear
+// (bits: I64 [rows][ceil(vocab_shard / 64)]).  CPU: CpuBackend::mask_logits.
+void mask_logits(BufferView logits, int64_t rows, int64_t vocab_shard, BufferView bits, cudaStream_t stream);
 // logit_stats.cu — per row of a vocabulary shard's F32 logits: max, lowest-id argmax (global id
 // = vocab_begin + j), sum of exp(l - max), and the logit of the target logit_targets[first+i]
 // (NaN unless it lies in the shard). Each row is cut into `splits` spans of `span` logits (a

@@ -169,6 +169,11 @@ class Backend {
   // dst[i*dst_stride ..+width] = src[rows[i]*src_stride ..+width], same dtype (rows: host indices).
   virtual void copy_rows(BufferView src, int64_t src_stride, std::span<const int64_t> rows, int64_t width,
                          BufferView dst, int64_t dst_stride) = 0;
+  // Row i < rows of F32 logits [rows][vocab_shard] keeps logit j where bit j % 64 of word
+  // bits[i * ceil(vocab_shard / 64) + j / 64] is set and becomes -inf elsewhere (bits: I64, as
+  // TokenMaskBits::write_shard_words writes them): constrained rows masked on their vocabulary
+  // shard with 1 bit a token crossing to the backend.
+  virtual void mask_logits(BufferView logits, int64_t rows, int64_t vocab_shard, BufferView bits) = 0;
   // Per row i < count of F32 logits [count][vocab_shard]: LogitStats into stats (16 bytes a row,
   // a buffer of 4*count F32), the target being logit_targets[first + i] (global ids).
   virtual void logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin, int64_t first,

@@ -313,21 +313,22 @@ int64_t ModelRunner::pass_masks(const StepInputs& in, int64_t p0, int64_t n) {
   return static_cast<int64_t>(mask_rows_.size());
 }
 
-// The masked rows on this rank's vocabulary shard [v0, v0 + vn), with existing ops only: a copy of
-// them plus an additive bias (0 where the mask allows the token, -inf elsewhere), whose statistics
+// The masked rows on this rank's vocabulary shard [v0, v0 + vn): a copy of them with the tokens
+// their masks do not allow at -inf (the shard's bits of each mask, 1 bit a token), whose statistics
 // go to masked_stats. The unmasked logits keep their own statistics (log Σexp for the recorded
 // logprob); the masked copy of a row the backend draws goes back over it, as that draw's input.
 void ModelRunner::mask_pass(const StepInputs& in, int64_t p0, BufferView logits, BufferView masked_stats) {
   const int64_t v0 = shard_.vocab_range.begin, vn = shard_.vocab_range.size();
   const int64_t nm = static_cast<int64_t>(mask_rows_.size());
-  const size_t cells = static_cast<size_t>(nm * vn);
-  mask_bias_host_.resize(cells);
-  for (int64_t k = 0; k < nm; ++k) in.mask_bits(*pass_mask_of_[k]).write_bias(v0, vn, mask_bias_host_.data() + k * vn);
-  BufferView bias = scratch(mask_bias_, cells, DType::F32);
-  BufferView masked = scratch(masked_, cells, DType::F32);
-  be_.upload(bias, mask_bias_host_.data(), cells * sizeof(float));
+  const int64_t words = (vn + 63) / 64;
+  mask_words_host_.resize(static_cast<size_t>(nm * words));
+  for (int64_t k = 0; k < nm; ++k)
+    in.mask_bits(*pass_mask_of_[k]).write_shard_words(v0, vn, mask_words_host_.data() + k * words);
+  BufferView bits = scratch(mask_words_, mask_words_host_.size(), DType::I64);
+  BufferView masked = scratch(masked_, static_cast<size_t>(nm * vn), DType::F32);
+  be_.upload(bits, mask_words_host_.data(), mask_words_host_.size() * sizeof(uint64_t));
   be_.copy_rows(logits, vn, mask_rows_, vn, masked, vn);
-  be_.add(masked, bias, cells);
+  be_.mask_logits(masked, nm, vn, bits);
   be_.logit_stats(masked, nm, vn, v0, p0, masked_stats);  // targets unused: masked rows are generating ones
   for (const DrawRequest& d : in.draws) {
     const int64_t row = d.request - p0;

@@ -74,7 +74,7 @@ class ModelRunner {
   std::vector<Buffer> k_cache_, v_cache_;  // per layer
   // Step scratch in backend memory, grown to the largest step seen.
   Buffer x_, h_, qkv_, attn_, proj_, gu_, act_buf_, hrows_, normed_, logits_, stats_, all_stats_, pad_, gathered_, whole_;
-  Buffer mask_bias_, masked_;  // the pass's masked rows: their additive 0/-inf bias, and the logits with it
+  Buffer mask_words_, masked_;  // the pass's masked rows: their shard's mask bits, and the logits masked
   // Host copies of what the step sends to the backend (kept to avoid reallocating each step).
   std::vector<AttentionSeq> seqs_;
   std::vector<int64_t> logit_rows_;
@@ -91,7 +91,7 @@ class ModelRunner {
   std::vector<int64_t> mask_of_request_;  // per row of the pass: its index in mask_rows_, or -1
   std::vector<const TokenMask*> pass_mask_of_;  // per mask_rows_ entry: its mask
   std::vector<LogitResult*> masked_results_;
-  std::vector<float> mask_bias_host_;
+  std::vector<uint64_t> mask_words_host_;
   std::vector<uint16_t> embed_host16_;
   std::vector<float> embed_host_;
   MoeBlock moe_;  // mixture-of-experts layers' scratch (Mixtral, Qwen3-MoE)

@@ -3,9 +3,7 @@
 // the ranks that hold the vocabulary shards (StepInputs::masks): one bit a token id, so a 128k
 // vocabulary costs 16 KiB a row where its gathered logits would cost 512 KiB. Each rank applies
 // the bits of its own shard inside the LM head (ModelRunner::compute_logits).
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 namespace tpbatch {
@@ -23,26 +21,21 @@ struct TokenMaskBits {
   bool allows(int64_t id) const {
     return id >= 0 && (id >> 6) < num_words && ((words[id >> 6] >> (id & 63)) & 1u) != 0;
   }
-  // out[j] = 0 where ids v0 + j (j < count) are allowed, -inf elsewhere: the additive bias that
-  // masks a vocabulary shard. Whole words at a time where the range allows (a 128k shard is 2k
-  // words, mostly all-allowed or all-not in a constraint's masks).
-  void write_bias(int64_t v0, int64_t count, float* out) const {
-    constexpr float kOut = -std::numeric_limits<float>::infinity();
-    int64_t j = 0;
-    while (j < count) {
-      const int64_t id = v0 + j;
-      if ((id & 63) == 0 && j + 64 <= count) {
-        const uint64_t w = (id >> 6) < num_words ? words[id >> 6] : 0;
-        if (w == 0 || w == ~uint64_t{0}) {
-          std::fill_n(out + j, 64, w == 0 ? kOut : 0.0f);
-          j += 64;
-          continue;
-        }
-      }
-      out[j] = allows(id) ? 0.0f : kOut;
-      ++j;
+  // The bits of ids [v0, v0 + count) from bit 0 on: out[k] holds ids v0 + 64k ..+63 (bit j of
+  // word k is id v0 + 64k + j; bits past count are 0), ceil(count / 64) words, what
+  // Backend::mask_logits reads for one row of a vocabulary shard that may start mid-word.
+  void write_shard_words(int64_t v0, int64_t count, uint64_t* out) const {
+    const int shift = static_cast<int>(v0 & 63);
+    const int64_t first = v0 >> 6;
+    for (int64_t k = 0; k * 64 < count; ++k) {
+      uint64_t w = word(first + k) >> shift;
+      if (shift != 0) w |= word(first + k + 1) << (64 - shift);
+      const int64_t left = count - k * 64;
+      if (left < 64) w &= (uint64_t{1} << left) - 1;
+      out[k] = w;
     }
   }
+  uint64_t word(int64_t i) const { return i >= 0 && i < num_words ? words[i] : 0; }
 };
 
 // Appends masks to a step's (masks, words): begin() starts one with nothing allowed, allow() adds

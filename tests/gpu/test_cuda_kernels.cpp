@@ -417,6 +417,30 @@ TEST_F(CudaVsCpu, LogitStatsOfRowsOfOneLogitMatchCpu) {
   EXPECT_EQ(got[2].argmax, 0);
 }
 
+// Constrained rows on a shard of 200 logits (3 words, the last partial): whole words in, whole
+// words out and single bits; both backends leave allowed logits untouched and set the rest to -inf.
+TEST_F(CudaVsCpu, MaskLogitsSetsExactlyTheClearBitsToMinusInfinity) {
+  const int64_t rows = 3, vn = 200, words = 4;  // ceil(200 / 64)
+  std::vector<uint64_t> bits = {~uint64_t{0}, 0, uint64_t{1} << 7 | 1u, 0,  // row 0
+                                0x8000000000000001u, ~uint64_t{0}, 0, uint64_t{1} << 7,
+                                0, 0, 0, 0};  // row 2: nothing allowed
+  const Vec logits = random(rows * vn, -5, 5, DType::F32);
+  Buffer cl = put(*cpu_, logits, DType::F32), gl = put(*gpu_, logits, DType::F32);
+  Buffer cb = cpu_->alloc(bits.size(), DType::I64), gb = gpu_->alloc(bits.size(), DType::I64);
+  cpu_->upload(cb.view(), bits.data(), bits.size() * 8);
+  gpu_->upload(gb.view(), bits.data(), bits.size() * 8);
+  cpu_->mask_logits(cl.view(), rows, vn, cb.view());
+  gpu_->mask_logits(gl.view(), rows, vn, gb.view());
+  const Vec got = get(*gpu_, gl), want = get(*cpu_, cl);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < vn; ++j) {
+      const size_t c = static_cast<size_t>(i * vn + j);
+      const bool allowed = (bits[i * words + j / 64] >> (j % 64)) & 1u;
+      EXPECT_EQ(want[c], allowed ? logits[c] : -std::numeric_limits<float>::infinity()) << i << " " << j;
+      EXPECT_EQ(got[c], want[c]) << i << " " << j;
+    }
+}
+
 // ---- paged attention ------------------------------------------------------------------------
 
 // How the attention grid is cut (host arithmetic only: runs without a GPU too).

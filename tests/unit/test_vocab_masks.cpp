@@ -135,22 +135,25 @@ TEST(VocabMasks, AllowAllAddsEveryIdOfTheWordsToTheLastMask) {
   }
 }
 
-// The bias of a shard that starts mid-word, ends mid-word and runs past the mask's words.
-TEST(VocabMasks, TheShardBiasIsZeroExactlyWhereTheMaskAllows) {
+// The words of a shard that starts mid-word, ends mid-word and runs past the mask's words.
+TEST(VocabMasks, AShardsWordsHoldExactlyTheIdsTheMaskAllowsFromBitZero) {
   StepInputs in;
   TokenMaskWriter w = in.mask_writer();
   w.begin(0);
   for (int32_t id = 64; id < 128; ++id) w.allow(id);  // a whole word
   for (int32_t id : {5, 130, 191, 250}) w.allow(id);
   const TokenMaskBits bits = in.mask_bits(in.masks[0]);
-  for (const auto& [v0, count] : std::vector<std::pair<int64_t, int64_t>>{{0, 400}, {3, 300}, {100, 29}, {64, 64}}) {
-    std::vector<float> bias(static_cast<size_t>(count), 1.0f);
-    bits.write_bias(v0, count, bias.data());
-    for (int64_t j = 0; j < count; ++j) {
+  for (const auto& [v0, count] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 400}, {3, 300}, {100, 29}, {64, 64}, {63, 130}, {129, 64}}) {
+    const int64_t words = (count + 63) / 64;
+    std::vector<uint64_t> out(static_cast<size_t>(words) + 1, 0x5555);  // one word past: left alone
+    bits.write_shard_words(v0, count, out.data());
+    for (int64_t j = 0; j < 64 * words; ++j) {
       const int64_t id = v0 + j;
-      const bool want = (id >= 64 && id < 128) || id == 5 || id == 130 || id == 191 || id == 250;
-      EXPECT_EQ(bias[j], want ? 0.0f : -kInf) << "v0 " << v0 << " id " << id;
+      const bool want = j < count && ((id >= 64 && id < 128) || id == 5 || id == 130 || id == 191 || id == 250);
+      EXPECT_EQ(((out[j / 64] >> (j % 64)) & 1u) != 0, want) << "v0 " << v0 << " id " << id;
     }
+    EXPECT_EQ(out.back(), 0x5555u);
   }
 }
 

@@ -212,6 +212,21 @@ class CpuBackend final : public Backend {
       std::memcpy(dst.at(static_cast<int64_t>(i) * dst_stride).data, src.at(rows[i] * src_stride).data, width * es);
   }
 
+  void mask_logits(BufferView logits_v, int64_t rows, int64_t vn, BufferView bits_v) override {
+    Access a(mem_);
+    float* logits = f32_mut(logits_v, "mask_logits logits");
+    const auto* bits = bits_v.as<uint64_t>();
+    const int64_t words = (vn + 63) / 64;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = 0; k < words; ++k) {
+        const uint64_t w = bits[i * words + k];
+        if (w == ~uint64_t{0}) continue;  // a constraint's masks are mostly whole words in or out
+        float* row = logits + i * vn + k * 64;
+        for (int64_t j = 0; j < std::min<int64_t>(64, vn - k * 64); ++j)
+          if (((w >> j) & 1u) == 0) row[j] = -std::numeric_limits<float>::infinity();
+      }
+  }
+
   void logit_stats(BufferView logits_v, int64_t count, int64_t vn, int64_t v0, int64_t first,
                    BufferView stats_v) override {
     Access a(mem_);

@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
   void gelu_tanh_mul(BufferView gu, BufferView out, int64_t m, int64_t inter) override;
   void scale(BufferView x, size_t count, float factor) override;
   void softcap(BufferView x, size_t count, float cap) override;
+  void mask_logits(BufferView logits, int64_t rows, int64_t vocab_shard, BufferView bits) override;
   void weighted_row_sum(BufferView src, std::span<const int64_t> rows, std::span<const float> weights, int64_t k,
                         int64_t width, BufferView out) override;
 

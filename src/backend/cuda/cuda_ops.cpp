@@ -117,6 +117,11 @@ void CudaBackend::copy_rows(BufferView src, int64_t src_stride, std::span<const 
   }
 }
 
+void CudaBackend::mask_logits(BufferView logits, int64_t rows, int64_t vocab_shard, BufferView bits) {
+  kernels::mask_logits(logits, rows, vocab_shard, bits, stream_);
+  TPBATCH_CUDA_LAUNCHED("mask_logits");
+}
+
 void CudaBackend::logit_stats(BufferView logits, int64_t count, int64_t vocab_shard, int64_t vocab_begin,
                               int64_t first, BufferView stats) {
   const kernels::LogitStatsGrid grid = kernels::logit_stats_grid(count, vocab_shard, sms_);
