@@ -83,6 +83,27 @@ TEST(GemmInt4, EqualsTheDequantizedWeightsOnEveryPathAndIsa) {
   reset_gemm_isa_for_testing();
 }
 
+// A prefill's panel path widens 256 rows at a time: 600 rows are three panels, the last partial.
+// One sgemm over all 600 dequantized rows blocks them differently from three calls (the last bits
+// of a few results move), so the check is fp32 noise: 1e-6 of sum |w x|.
+TEST(GemmInt4, PanelsOfSeveralSlicesAreTheDequantizedWeightsToFp32Noise) {
+  std::mt19937 rng(13);
+  const int64_t n = 600, k = 256, m = 33;
+  const Int4Weights w = make_int4(n, k, 128, 0, rng);
+  std::vector<float> x(size_t(m * k)), want(size_t(m * n)), got(size_t(m * n));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  gemm_nt(x.data(), k, w.dequantized.data(), k, DType::F32, want.data(), n, m, n, k, GemmPath::Panel);
+  gemm_nt_int4(x.data(), w.packed.data(), w.grid, got.data(), m, n, k, GemmPath::Panel);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t r = 0; r < n; ++r) {
+      double magnitude = 0;
+      for (int64_t c = 0; c < k; ++c)
+        magnitude += std::fabs(double(w.dequantized[size_t(r * k + c)]) * x[size_t(i * k + c)]);
+      ASSERT_NEAR(got[size_t(i * n + r)], want[size_t(i * n + r)], 1e-6 * magnitude) << "row " << i << " column " << r;
+    }
+}
+
 // One row of x: within 2e-6 of sum (|q| + |zero|) * scale * |x| (the differences seen are below
 // 2e-7 of it; one weight wrong by a code moves the result by about 1/k of it).
 TEST(GemmInt4, OneRowOfXIsTheDequantizedWeightsToFp32Noise) {

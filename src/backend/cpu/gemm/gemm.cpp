@@ -91,8 +91,17 @@ void widen_kernel(GemmIsa isa, const GemmArgs& a, int64_t r0, int64_t rows, floa
 }
 
 // Panel path on weight rows [n0, n1): OpenBLAS sgemm (single-threaded; we are inside one of
-// OpenMP's threads) straight on fp32 weights, or on panels of 16-bit weights widened into a
-// thread-local scratch of about kPanelBytes, so the panel is still in L2 when sgemm packs it.
+// OpenMP's threads) straight on fp32 weights, or on panels of 16-bit or quantized weights widened
+// into a thread-local scratch of panel_rows(k) rows.
+// The rows of a panel: sgemm packs all of x (m x k floats) again on every call, so it takes 256
+// rows (at most 4 MiB; sgemm packs its own blocks of the panel, from L3) rather than an L2-sized
+// panel, which is 32 rows at k = 3072: there the MLP down projection of a 512-token prefill ran at
+// 0.69 (4-bit) and 0.75 (bf16) of the fp32 weights' rate, and at 0.94 with 256 rows (Zen 3,
+// 1 thread; 0.78 -> 0.95 at 2; 0.81 -> 1.0 at 128 tokens; k = 768 panels were 128 rows and are
+// unchanged within the noise).
+constexpr int64_t kPanelRows = 256, kPanelMaxBytes = 4 << 20;
+int64_t panel_rows(int64_t k) { return std::max<int64_t>(16, std::min(kPanelRows, kPanelMaxBytes / (4 * k)) / 16 * 16); }
+// The AVX-512 broadcast kernel's slices of quantized weights (below).
 constexpr int64_t kPanelBytes = 384 << 10;
 
 void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
@@ -106,7 +115,7 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
                 int(a.ldw), 0.0f, a.y + n0, int(a.ldy));
     return;
   }
-  const int64_t nc = std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16);
+  const int64_t nc = panel_rows(a.k);
   thread_local std::vector<float> panel;
   panel.resize(size_t(nc * a.k));
   for (int64_t j = n0; j < n1; j += nc) {
@@ -120,7 +129,8 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 // Quantized weights (F8E4M3 with scales, I4 with scales and zeros): a slice of rows at a time is dequantized into a thread-local
 // fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the others) and
 // computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
-// and every result equals the same weights dequantized ahead and run in fp32.
+// and every result equals the same weights dequantized ahead and run in fp32 (on the panel path,
+// up to sgemm blocking the panels otherwise than one call over all the rows: fp32 noise).
 // A single row of x (one sequence decoding) skips the scratch: its kernels read the quantized
 // weights directly, the AVX-512 4-bit one to the same result, the AVX2 ones to fp32 noise (they
 // apply each scale once per group).
@@ -139,7 +149,7 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
   // packing cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's
   // 60), so it takes slices as large as the panel's, in whole tiles of 12 rows.
   int64_t slice = 16;
-  if (path == GemmPath::Panel) slice = std::max<int64_t>(16, (kPanelBytes / (4 * a.k)) / 16 * 16);
+  if (path == GemmPath::Panel) slice = panel_rows(a.k);
   if (path == GemmPath::Broadcast) slice = std::max<int64_t>(12, (kPanelBytes / (4 * a.k)) / 12 * 12);
   thread_local std::vector<float> wide;
   wide.resize(size_t(slice * a.k));
