@@ -1,6 +1,7 @@
 #include "guided/json_schema_regex.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
@@ -33,6 +34,21 @@ std::string list_of(const std::string& item, int64_t min, int64_t max) {
   return min == 0 ? "(?:" + some + ")?" : some;
 }
 
+// A const or enum value as this engine writes it: a number with an integral value (1.0, -0.0,
+// 1e2) as an integer, so the text is one per JSON value (JSON Schema reads 1.0 and 1 as the same
+// number: oneOf's check compares the texts two branches write).
+json canonical_numbers(json v) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) <= 9007199254740992.0) return json(int64_t(d));
+  } else if (v.is_structured()) {
+    for (auto& e : v) e = canonical_numbers(e);
+  }
+  return v;
+}
+
+std::string literal(const json& v) { return regex_escape(canonical_numbers(v).dump()); }
+
 class SchemaRegex {
  public:
   SchemaRegex(const json& root, const ConstraintSource& b, int64_t max_one_of_pairs = kMaxOneOfPairs)
@@ -54,11 +70,11 @@ class SchemaRegex {
       if (!annotations.count(kv.key()) && !handled.count(kv.key()))
         fail(where, kv.key(), "is not supported");
     if (auto it = s.find("$ref"); it != s.end()) return ref(*it, where);
-    if (auto it = s.find("const"); it != s.end()) return regex_escape(it->dump());
+    if (auto it = s.find("const"); it != s.end()) return literal(*it);
     if (auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) fail(where, "enum", "must be a non-empty list");
       std::string alt;
-      for (const auto& v : *it) alt += (alt.empty() ? "" : "|") + regex_escape(v.dump());
+      for (const auto& v : *it) alt += (alt.empty() ? "" : "|") + literal(v);
       return "(?:" + alt + ")";
     }
     if (auto it = s.find("anyOf"); it != s.end()) return alternatives(*it, where + "/anyOf", "anyOf");

@@ -270,6 +270,22 @@ TEST(GuidedConstraint, OneOfWithBranchesSharingAnOutputIsRefusedNamingAShortestO
   EXPECT_TRUE(accepts(*compile(s), "1.5"));
 }
 
+// JSON Schema reads 1.0 and 1 as one number: a const or enum number with an integral value is
+// written as an integer, so two branches holding it as 1.0 and as 1 are seen to share it.
+TEST(GuidedConstraint, ConstNumbersWithIntegralValuesAreWrittenAsIntegers) {
+  auto c = schema({{"properties", {{"v", {{"const", 1.0}}}, {"w", {{"enum", {2.0, -0.0, 2.5, "x"}}}}}},
+                   {"required", {"v", "w"}}});
+  for (const char* yes : {R"({"v":1,"w":2})", R"({"v":1,"w":0})", R"({"v":1,"w":2.5})", R"({"v":1,"w":"x"})"})
+    EXPECT_TRUE(accepts(*c, yes)) << yes;
+  for (const char* no : {R"({"v":1.0,"w":2})", R"({"v":1,"w":2.0})", R"({"v":1,"w":-0.0})"})
+    EXPECT_FALSE(accepts(*c, no)) << no;
+  ConstraintSource s;
+  s.json_schema = R"({"oneOf":[{"const":1.0},{"const":1}]})";
+  EXPECT_NE(refusal(s).find("branches 0 and 1 both admit \"1\""), std::string::npos) << refusal(s);
+  s.json_schema = R"({"oneOf":[{"enum":[[1.0,"a"]]},{"const":[1,"a"]}]})";
+  EXPECT_NE(refusal(s).find("branches 0 and 1 both admit"), std::string::npos) << refusal(s);
+}
+
 TEST(GuidedConstraint, OneOfBranchesTooLargeToTellApartAreRefusedNamingWhere) {
   ConstraintSource bounds;
   // Disjoint, but only their last character tells them apart: the walk visits about 30 pairs.
