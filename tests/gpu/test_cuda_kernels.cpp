@@ -441,6 +441,22 @@ TEST_F(CudaVsCpu, MaskLogitsSetsExactlyTheClearBitsToMinusInfinity) {
     }
 }
 
+// More rows than one launch's grid holds (65535): the last rows are masked too.
+TEST_F(CudaVsCpu, MaskLogitsOfMoreRowsThanOneGridHolds) {
+  const int64_t rows = 65537, vn = 2;
+  std::vector<uint64_t> bits(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) bits[i] = uint64_t(1) << (i % 2);  // row i allows column i % 2
+  Buffer gl = put(*gpu_, Vec(static_cast<size_t>(rows * vn), 1.0f), DType::F32);
+  Buffer gb = gpu_->alloc(bits.size(), DType::I64);
+  gpu_->upload(gb.view(), bits.data(), bits.size() * 8);
+  gpu_->mask_logits(gl.view(), rows, vn, gb.view());
+  const Vec got = get(*gpu_, gl);
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{65534}, int64_t{65535}, int64_t{65536}})
+    for (int64_t j = 0; j < vn; ++j)
+      EXPECT_EQ(got[static_cast<size_t>(i * vn + j)], j == i % 2 ? 1.0f : -std::numeric_limits<float>::infinity())
+          << i << " " << j;
+}
+
 // ---- paged attention ------------------------------------------------------------------------
 
 // How the attention grid is cut (host arithmetic only: runs without a GPU too).

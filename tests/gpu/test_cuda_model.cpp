@@ -16,7 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "comm/communicator.h"
+#include "comm/one_rank_communicator.h"
 #include "model/config.h"
 #include "model/llama_shard.h"
 #include "model/model_runner.h"
@@ -39,32 +39,9 @@ std::filesystem::path stories_model() {
   return {};
 }
 
-// TP = 1 on one backend: allreduce is the identity, allgather a copy.
-class SoloCommunicator final : public Communicator {
- public:
-  explicit SoloCommunicator(Backend& be) : be_(be) {}
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-
- private:
-  void run_allreduce_sum(BufferView, size_t) override {}
-  void run_allreduce_max(BufferView, size_t) override {}
-  void run_allgather(BufferView send, BufferView recv, size_t bytes) override {
-    if (send.data == recv.data || bytes == 0) return;
-    const BufferView s{send.data, DType::I32}, r{recv.data, DType::I32};
-    const int64_t words = static_cast<int64_t>(bytes / 4);
-    const int64_t row0 = 0;
-    be_.copy_rows(s, words, std::span<const int64_t>(&row0, 1), words, r, words);
-  }
-  void run_send(BufferView, size_t, int) override { throw std::logic_error("solo: no send"); }
-  void run_recv(BufferView, size_t, int) override { throw std::logic_error("solo: no recv"); }
-
-  Backend& be_;
-};
-
 struct Engine {
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<SoloCommunicator> comm;
+  std::unique_ptr<OneRankCommunicator> comm;
   std::unique_ptr<ModelRunner> runner;
 };
 
@@ -72,7 +49,7 @@ Engine make_engine(std::unique_ptr<Backend> be, const ModelConfig& cfg, const We
                    DType kv_dtype) {
   Engine e;
   e.backend = std::move(be);
-  e.comm = std::make_unique<SoloCommunicator>(*e.backend);
+  e.comm = std::make_unique<OneRankCommunicator>(*e.backend);
   ShardPlacement place;
   place.layers = {0, cfg.num_layers};
   LlamaShard shard = load_llama_shard(cfg, weights, place, *e.backend, wt);
