@@ -4,8 +4,8 @@
 # the float32 twin's bytes here) and gives the same greedy tokens as its dequantized float32 twin,
 # logprobs within 2e-5 (fp32 arithmetic on the same values: the GEMM dequantizes each slice to
 # exactly the twin's weights; one row of x, on AVX2, applies each scale once per group instead,
-# which is fp32 accumulation noise, as is a prefill's sgemm blocking 256-row panels otherwise than
-# the twin's whole matrix: up to 1.1e-5 seen), at TP=1, TP=2 (intermediate 301: an uneven split
+# which is fp32 accumulation noise, as is a prefill's sgemm blocking panels otherwise than
+# the twin's whole matrix: 1.1e-5 seen), at TP=1, TP=2 (intermediate 301: an uneven split
 # whose row-parallel shard starts inside a scale block), PP=2 and DP=2.
 source "$(dirname "$0")/../e2e/lib.sh"
 shape=(--hidden-size 256 --intermediate-size 301 --layers 3 --heads 8 --kv-heads 4 --head-dim 32 --vocab-size 500

@@ -6,8 +6,8 @@
 # and zero points and gives the same greedy tokens as its twin, logprobs within 2e-5 (fp32
 # arithmetic on the same values: the GEMM dequantizes each slice to exactly the twin's weights;
 # one row of x, on AVX2, applies each scale and zero point once per group instead, which is fp32
-# accumulation noise, as is a prefill's sgemm blocking 256-row panels otherwise than the twin's
-# whole matrix: up to 1.1e-5 seen), at TP=1, TP=2
+# accumulation noise, as is a prefill's sgemm blocking panels otherwise than the twin's
+# whole matrix: 1.1e-5 seen), at TP=1, TP=2
 # (intermediate 640 = 5 groups: the row-parallel down_proj shard starts inside group 2), PP=2
 # and DP=2.
 source "$(dirname "$0")/../e2e/lib.sh"

@@ -83,9 +83,9 @@ TEST(GemmInt4, EqualsTheDequantizedWeightsOnEveryPathAndIsa) {
   reset_gemm_isa_for_testing();
 }
 
-// A prefill's panel path widens 256 rows at a time: 600 rows are three panels, the last partial.
-// One sgemm over all 600 dequantized rows blocks them differently from three calls (the last bits
-// of a few results move), so the check is fp32 noise: 1e-6 of sum |w x|.
+// A prefill's panel path widens 384 rows at a time at k = 256: 600 rows are two panels, the last
+// partial. One sgemm over all 600 dequantized rows may block them differently from two calls (the
+// last bits of a few results move), so the check is fp32 noise: 1e-6 of sum |w x|.
 TEST(GemmInt4, PanelsOfSeveralSlicesAreTheDequantizedWeightsToFp32Noise) {
   std::mt19937 rng(13);
   const int64_t n = 600, k = 256, m = 33;

@@ -93,16 +93,18 @@ void widen_kernel(GemmIsa isa, const GemmArgs& a, int64_t r0, int64_t rows, floa
 // Panel path on weight rows [n0, n1): OpenBLAS sgemm (single-threaded; we are inside one of
 // OpenMP's threads) straight on fp32 weights, or on panels of 16-bit or quantized weights widened
 // into a thread-local scratch of panel_rows(k) rows.
-// The rows of a panel: sgemm packs all of x (m x k floats) again on every call, so it takes 256
-// rows (at most 4 MiB; sgemm packs its own blocks of the panel, from L3) rather than an L2-sized
-// panel, which is 32 rows at k = 3072: there the MLP down projection of a 512-token prefill ran at
-// 0.69 (4-bit) and 0.75 (bf16) of the fp32 weights' rate, and at 0.94 with 256 rows (Zen 3,
-// 1 thread; 0.78 -> 0.95 at 2; 0.81 -> 1.0 at 128 tokens; k = 768 panels were 128 rows and are
-// unchanged within the noise).
-constexpr int64_t kPanelRows = 256, kPanelMaxBytes = 4 << 20;
-int64_t panel_rows(int64_t k) { return std::max<int64_t>(16, std::min(kPanelRows, kPanelMaxBytes / (4 * k)) / 16 * 16); }
-// The AVX-512 broadcast kernel's slices of quantized weights (below).
-constexpr int64_t kPanelBytes = 384 << 10;
+// The rows of a panel: L2-sized (kPanelBytes), so sgemm packs it from L2, but at least 256 rows
+// (up to 4 MiB) where that would be under 128: sgemm packs all of x (m x k floats) again on every
+// call, and at k = 3072 an L2-sized panel is 32 rows, which left the MLP down projection of a
+// 512-token prefill at 0.69 (4-bit) and 0.75 (bf16) of the fp32 weights' rate; 256 rows: 0.94
+// (Zen 3, 1 thread; 0.78 -> 0.95 at 2 threads, 0.81 -> 1.0 at 128 tokens). At k = 768 the
+// L2-sized panel is 128 rows and stays: 256 rows there measured the same.
+constexpr int64_t kPanelBytes = 384 << 10, kPanelRows = 256, kPanelMaxBytes = 4 << 20;
+int64_t panel_rows(int64_t k) {
+  const int64_t l2 = (kPanelBytes / (4 * k)) / 16 * 16;
+  if (l2 >= 128) return l2;
+  return std::max<int64_t>(16, std::min(kPanelRows, kPanelMaxBytes / (4 * k)) / 16 * 16);
+}
 
 void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   if (n1 <= n0) return;
