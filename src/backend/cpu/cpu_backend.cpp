@@ -215,6 +215,8 @@ class CpuBackend final : public Backend {
   void mask_logits(BufferView logits_v, int64_t rows, int64_t vn, BufferView bits_v) override {
     Access a(mem_);
     float* logits = f32_mut(logits_v, "mask_logits logits");
+    if (bits_v.dtype != DType::I64)
+      throw Error(std::string("CPU backend: mask_logits: bits of dtype ") + dtype_name(bits_v.dtype) + " (I64 words)");
     const auto* bits = bits_v.as<uint64_t>();
     const int64_t words = (vn + 63) / 64;
     for (int64_t i = 0; i < rows; ++i)
