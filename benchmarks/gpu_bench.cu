@@ -6,14 +6,20 @@
 //      weight bytes / measured copy bandwidth;
 //   3. a prefill-sized GEMM (4096 tokens x 14336 x 4096): bf16 and TF32 (F32 weights), TFLOP/s;
 //   4. decode attention at batch 1 and 64 over a 4K context (32 q / 8 kv heads, head_dim 128,
-//      bf16 cache), against the KV bytes it must read.
+//      bf16 cache), against the KV bytes it must read;
+//   5. the same decode projections (no LM head) with quantized weights: bf16, fp8 with per-channel
+//      scales, fp8 with 128-column block scales and 4-bit with zero points in groups of 128, at
+//      batch 1 and 16, against their bytes (values + scales + zeros) / copy bandwidth;
+//   6. constrained rows' masks (mask_logits): 256 rows of a 128,256-token vocabulary.
 // Prints a short table last. Usage: tpbatch_gpu_bench [layers (32)]
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -152,6 +158,60 @@ int main(int argc, char** argv) {
     }
   }
 
+  // 5. Quantized decode projections over the same 8B shapes (layers only: a checkpoint's LM head stays bf16).
+  struct QuantRow { const char* name; int batch; double ms, floor_ms; };
+  std::vector<QuantRow> quant;
+  double mask_us = 0;
+  const int64_t mask_rows = 256, mask_words = (vocab + 63) / 64;
+  try {  // a failure here still prints the table of 1-4
+    struct Format { const char* name; DType values; int64_t group; };
+    const std::vector<Format> formats = {{"bf16", DType::BF16, 0}, {"fp8 per-channel", DType::F8E4M3, -1},
+                                         {"fp8 block 128", DType::F8E4M3, 128}, {"int4 group 128", DType::I4, 128}};
+    for (const Format& f : formats) {
+      std::vector<Buffer> values, scales, zeros;
+      std::vector<ScaledWeightView> views;
+      size_t bytes = 0;
+      for (int l = 0; l < layers; ++l)
+        for (const Proj& p : projs) {
+          const int64_t group = f.group < 0 ? p.k : f.group, groups = f.group == 0 ? 1 : (p.k + group - 1) / group;
+          const bool int4 = f.values == DType::I4;
+          values.push_back(be->alloc(size_t(p.n * (int4 ? (p.k + 1) / 2 : p.k)), f.values));  // I4: in bytes
+          bytes += values.back().bytes();
+          ScaledWeightView v;
+          v.values = values.back().view();
+          if (f.group != 0) {
+            scales.push_back(be->alloc(size_t(p.n * groups), DType::F32));
+            bytes += scales.back().bytes();
+            v.scales = scales.back().view(), v.groups = groups, v.group = group;
+            if (int4) {
+              zeros.push_back(be->alloc(size_t(p.n * groups), DType::F32));
+              bytes += zeros.back().bytes();
+              v.zeros = zeros.back().view();
+            }
+          }
+          views.push_back(v);
+        }
+      for (int batch : {1, 16}) {
+        const double t = time_it(*be, [&] {
+          size_t i = 0;
+          for (int l = 0; l < layers; ++l)
+            for (const Proj& p : projs) {
+              if (f.group == 0) be->matmul_nt(x.view(), views[i].values, y.view(), batch, p.n, p.k);
+              else be->matmul_nt_scaled(x.view(), views[i], y.view(), batch, p.n, p.k);
+              ++i;
+            }
+        }, 5);
+        quant.push_back({f.name, batch, t * 1e3, bytes / bw * 1e3});
+      }
+    }
+
+    // 6. Masks of constrained rows over a 128,256-token vocabulary.
+    Buffer ml = be->alloc(size_t(mask_rows * vocab), DType::F32), mb = be->alloc(size_t(mask_rows * mask_words), DType::I64);
+    mask_us = time_it(*be, [&] { be->mask_logits(ml.view(), mask_rows, vocab, mb.view()); }, 50) * 1e6;
+  } catch (const std::exception& e) {
+    std::printf("quantized projections / mask_logits: %s\n", e.what());
+  }
+
   std::printf("\n%-40s %14s %14s\n", "measurement", "value", "reference");
   std::printf("%-40s %9.0f GB/s %14s\n", "copy bandwidth (read+write)", bw / 1e9, "HBM3e 4800");
   for (const Row& r : decode)
@@ -161,5 +221,14 @@ int main(int argc, char** argv) {
   std::printf("%-40s %9.1f TF/s %14s\n", "prefill GEMM tf32 (F32 weights)", flops / t_tf32 / 1e12, "tf32 ~495");
   for (const AttnRow& a : attn)
     std::printf("decode attention batch %-3d ctx 4096 (us) %14.1f %9.0f GB/s KV\n", a.batch, a.us, a.gbps);
+  double bf16_ms[2] = {0, 0};
+  for (const QuantRow& q : quant) {
+    if (std::string(q.name) == "bf16") bf16_ms[q.batch == 1 ? 0 : 1] = q.ms;
+    std::printf("decode projections %-15s batch %-3d (ms) %8.2f %8.2f ms floor (%.0f%% of floor), %.2fx bf16\n", q.name,
+                q.batch, q.ms, q.floor_ms, 100.0 * q.floor_ms / q.ms, bf16_ms[q.batch == 1 ? 0 : 1] / q.ms);
+  }
+  if (mask_us > 0)
+    std::printf("mask_logits %lld rows x %lld vocab (us)   %14.1f %9.0f GB/s logits read+write\n", (long long)mask_rows,
+              (long long)vocab, mask_us, 2.0 * 4 * mask_rows * vocab / (mask_us * 1e-6) / 1e9);
   return 0;
 }

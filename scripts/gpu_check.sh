@@ -339,6 +339,13 @@ if ((GPUS > 0)) && [[ "$EMULATED" != 1 ]] && ! skipping speed; then
     row speed "copy bandwidth" "$bw GB/s" "device-to-device copy timed by CUDA events, read+write (tpbatch_gpu_bench; its table in logs/gpu_bench.log)"
     gemm=$(grep -m1 "prefill GEMM bf16" "$LOGS/gpu_bench.log" | grep -o -E '[0-9.]+ TF/s')
     [[ -n "$gemm" ]] && row speed "cuBLAS bf16 GEMM 4096x14336x4096" "$gemm" "tpbatch_gpu_bench (the prefill ceiling)"
+    # Quantized decode projections and the mask kernel (tpbatch_gpu_bench's sections 5 and 6).
+    while IFS= read -r l; do
+      read -r fmt batch ms rest <<<"$(sed -E 's/^decode projections (.*[^ ]) +batch ([0-9]+) +\(ms\) +([0-9.]+) +(.*)$/\1|\2|\3|\4/' <<<"$l" | tr ' |' '_ ')"
+      row speed "8B decode projections ${fmt//_/ }, batch $batch" "$ms ms" "${rest//_/ } (tpbatch_gpu_bench)"
+    done < <(grep '^decode projections' "$LOGS/gpu_bench.log")
+    mask=$(grep -m1 '^mask_logits' "$LOGS/gpu_bench.log")
+    [[ -n "$mask" ]] && row speed "mask_logits 256 rows x 128256" "$(awk '{print $(NF-4), "us"}' <<<"$mask")" "$(awk '{print $(NF-3), $(NF-2), $(NF-1), $NF}' <<<"$mask") (tpbatch_gpu_bench)"
   elif ((rc == 77)); then
     row speed "copy bandwidth" "no device" "tpbatch_gpu_bench: $(log_tail "$LOGS/gpu_bench.log" 1)"
   else
@@ -536,6 +543,39 @@ if ! skipping e2e; then
     e2e_pair "$LABEL125 bf16" "$M125BF" 8 32 32 "dtype: bfloat16"
   else
     row e2e "$LABEL125 bf16" FAIL "make-model: $(log_tail "$LOGS/make-model-$(basename "$M125BF").log" 2)"
+  fi
+  # Quantized checkpoints stay quantized on the device: decode takes the in-register GEMV
+  # (kernels/quantized_gemv.cu), prefill the bf16 slices + cuBLAS.
+  qshape=(--preset 125m)
+  # The tiny preset's widths are no multiples of the 4-bit group (128): a small model that has them.
+  [[ "$EMULATED" == 1 ]] && qshape=(--hidden-size 256 --intermediate-size 640 --layers 2 --heads 8 --kv-heads 4
+    --head-dim 32 --vocab-size 500)
+  for q in fp8-block awq; do
+    mq=$WORK/models/$PRESET125-$q
+    if make_model "$mq" 120 "${qshape[@]}" --quantize "$q"; then
+      e2e_pair "$LABEL125 $q" "$mq" 8 32 32
+      kept=$(grep -m1 -o -E 'linear layers [A-Z0-9_]+' "$LOGS/${LABEL125// /_}_$q-cuda.log")
+      [[ -n "$kept" ]] && row e2e "$LABEL125 $q weights on the device" "${kept##* }" "the CUDA run's start-up line"
+    else
+      row e2e "$LABEL125 $q" FAIL "make-model: $(log_tail "$LOGS/make-model-$(basename "$mq").log" 2)"
+    fi
+  done
+  # Constrained rows masked on the device (kernels/mask_logits.cu): throughput constrained / free,
+  # the host's mask time per step, and every row its schema ended checked against the schema.
+  if ((GPUS > 0)); then
+    guided_args=(125m 256 128)
+    [[ "$EMULATED" == 1 ]] && guided_args=("$REPO/models/stories260K" 4 160)
+    rc=0
+    timeout -k 5 "$(limit 120)" "${PENV[@]}" TPBATCH="$TPBATCH" TPBATCH_DEVICE=cuda PYTHON="env -u LD_LIBRARY_PATH python3" \
+      bash "$REPO/benchmarks/guided_throughput.sh" "${guided_args[@]}" >"$LOGS/guided.log" 2>&1 || rc=$?
+    ratio=$(sed -n 's/^constrained \/ free = \([0-9.]*\).*/\1/p' "$LOGS/guided.log")
+    valid=$(grep -m1 -o 'schema-valid: .*' "$LOGS/guided.log")
+    mask=$(grep -m1 -o 'mask time [0-9.]* ms per step, [0-9.]* us per choice' "$LOGS/guided.log")
+    if ((rc == 0)) && [[ -n "$ratio" ]]; then
+      row e2e "guided ${guided_args[*]} cuda" "$ratio" "constrained / free output tok/s ($(grep -m1 -o 'free [0-9.]* output tok/s, constrained [0-9.]* output tok/s' "$LOGS/guided.log")); $mask; $valid"
+    else
+      row e2e "guided ${guided_args[*]} cuda" FAIL "exit $rc: ${valid:-$(log_tail "$LOGS/guided.log" 2)}"
+    fi
   fi
 fi
 
