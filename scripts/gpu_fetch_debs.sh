@@ -19,6 +19,8 @@ PACKAGES=(
   libhdf5-dev hdf5-helpers libhdf5-103-1 libhdf5-hl-100 libhdf5-cpp-103-1 libsz2 libaec0 libcurl4
   libldap-2.5-0 libsasl2-2 libsasl2-modules-db libssh2-1 librtmp1 libnghttp2-14 libpsl5 libbrotli1
   libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2 libdb5.3
+  # libpsl5 links libunistring.so.2 itself (Ubuntu 24.04 has only .so.5); hwloc and verbs, libudev
+  libunistring2 libudev1
   # the rest of the build: YAML, JSON, CLI, BLAS, PCRE2, ICU, GoogleTest, pkg-config
   libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libcli11-dev libopenblas-dev libopenblas-pthread-dev
   libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0 libpcre2-dev libpcre2-8-0 libpcre2-16-0
