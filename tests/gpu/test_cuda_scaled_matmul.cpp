@@ -110,8 +110,12 @@ TEST_F(CudaVsCpu, ScaledMatmulOfFp8AndInt4WeightsMatchesCpu) {
   ASSERT_TRUE(gpu_->runs_quantized_weights(DType::I4));
   EXPECT_FALSE(gpu_->runs_quantized_weights(DType::I8));  // the loader refuses W8A8 checkpoints here
   const int64_t n = 67;
-  const Grid grids[] = {{DType::F8E4M3, 300, 128, 0},  {DType::F8E4M3, 300, 128, 23}, {DType::F8E4M3, 300, 300, 0},
-                        {DType::I4, 301, 32, 16},      {DType::I4, 256, 128, 64},     {DType::I4, 256, 256, 0}};
+  // k = 300 / 301 and phases that cut a 16-byte chunk (23, and 16 for I4's 32-weight chunks) take
+  // the GEMV's scalar path; the others its packed one (and the 8-weight runs of dequantize_rows).
+  const Grid grids[] = {{DType::F8E4M3, 300, 128, 0}, {DType::F8E4M3, 300, 128, 23}, {DType::F8E4M3, 300, 300, 0},
+                        {DType::F8E4M3, 256, 128, 0}, {DType::F8E4M3, 256, 128, 48}, {DType::F8E4M3, 512, 512, 0},
+                        {DType::I4, 301, 32, 16},     {DType::I4, 256, 128, 64},     {DType::I4, 256, 256, 0},
+                        {DType::I4, 256, 128, 16}};
   for (const Grid& g : grids) {
     const Quantized q = make_quantized(g.dtype, n, g.k, g.group, g.phase, rng_);
     const OnDevice cq = upload(*cpu_, q), gq = upload(*gpu_, q);
@@ -174,14 +178,29 @@ void expect_exact_weights(CudaVsCpu& t, const Quantized& q, const std::string& w
 }
 
 TEST_F(CudaVsCpu, ScaledMatmulDequantizesEveryFp8AndInt4CodeExactly) {
-  // fp8: 32 rows x 8 columns hold the 256 codes (subnormals, both zeros, 448, NaN) at scale 0.37.
-  Quantized f;
-  f.n = 32, f.k = 8, f.groups = 1, f.group = 8;
-  f.scales.assign(32, 0.37f);
+  // fp8: the 256 codes (subnormals, both zeros, 448, NaN) at scale 0.37, as 32 rows x 8 columns
+  // (the GEMV's scalar path) and as 16 x 16 (its packed path: whole 16-byte chunks).
   std::vector<int> codes(256);
   for (int i = 0; i < 256; ++i) codes[size_t(i)] = i;
-  f.fill(codes);
-  expect_exact_weights(*this, f, "fp8");
+  for (int64_t k : {8, 16}) {
+    Quantized f;
+    f.n = 256 / k, f.k = k, f.groups = 1, f.group = k;
+    f.scales.assign(size_t(f.n), 0.37f);
+    f.fill(codes);
+    expect_exact_weights(*this, f, "fp8 k=" + std::to_string(k));
+  }
+  // 4-bit, packed path: every code twice a row, zero points 0..16 over 17 rows, a group a row.
+  Quantized p;
+  p.dtype = DType::I4;
+  p.n = 17, p.k = 32, p.group = 32, p.groups = 1;
+  for (int64_t i = 0; i < p.n; ++i) {
+    p.scales.push_back(0.013f * float(1 + i % 7));
+    p.zeros.push_back(float(i));
+  }
+  std::vector<int> packed_nibbles(size_t(p.n * p.k));
+  for (size_t i = 0; i < packed_nibbles.size(); ++i) packed_nibbles[i] = int((i * 7 + i / 32) % 16);
+  p.fill(packed_nibbles);
+  expect_exact_weights(*this, p, "int4 packed");
   // 4-bit: every code against every zero point, in groups of 4 from phase 2 (a group cut by the row start).
   Quantized g;
   g.dtype = DType::I4;
