@@ -41,6 +41,11 @@ int32_t ByteDfa::intern(std::vector<int32_t> set) {
 int32_t ByteDfa::next(int32_t state, uint8_t byte) {
   if (state == kDead) return kDead;
   std::lock_guard<std::mutex> lock(mu_);
+  return step(state, byte);
+}
+
+int32_t ByteDfa::step(int32_t state, uint8_t byte) {
+  if (state == kDead) return kDead;
   int32_t& known = next_[state][byte];
   if (known != kUnknown) return known;
   std::vector<int32_t> to;

@@ -21,10 +21,21 @@ class ByteDfa {
   int32_t start() const { return 0; }
   // The state after `byte` from `state` (kDead: no string with this prefix matches).
   int32_t next(int32_t state, uint8_t byte);
+  // next() under one hold of the lock, for walks of many bytes (a vocabulary's trie).
+  class Locked {
+   public:
+    explicit Locked(ByteDfa& dfa) : dfa_(dfa), lock_(dfa.mu_) {}
+    int32_t next(int32_t state, uint8_t byte) { return dfa_.step(state, byte); }
+
+   private:
+    ByteDfa& dfa_;
+    std::lock_guard<std::mutex> lock_;
+  };
   bool accepting(int32_t state);
   int64_t num_states();
 
  private:
+  int32_t step(int32_t state, uint8_t byte);     // mu_ held
   int32_t intern(std::vector<int32_t> nfa_set);  // mu_ held
   void close(std::vector<int32_t>& set) const;
 

@@ -37,27 +37,57 @@ std::string constraint_problem(const ConstraintSource& source) {
   return "";
 }
 
-Constraint::Constraint(const std::string& regex, std::shared_ptr<const TokenBytes> vocab)
-    : dfa_(compile_regex(regex)), vocab_(std::move(vocab)) {}
+Constraint::Constraint(const std::string& regex, std::shared_ptr<const TokenBytes> vocab,
+                       std::shared_ptr<const TokenTrie> trie)
+    : dfa_(compile_regex(regex)),
+      vocab_(std::move(vocab)),
+      trie_(trie ? std::move(trie) : std::make_shared<const TokenTrie>(build_token_trie(*vocab_))) {}
 
+// A cache miss is walked without holding mu_, so rows at other states are answered meanwhile; two
+// rows missing the same state both walk it, and the first stored wins.
 const Constraint::AllowedTokens& Constraint::allowed_tokens(int32_t state) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = allowed_.find(state); it != allowed_.end()) return *it->second;
+  }
+  std::unique_ptr<AllowedTokens> found = walk(state);
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = allowed_[state];
-  if (slot) return *slot;
-  slot = std::make_unique<AllowedTokens>();
-  const int32_t n = static_cast<int32_t>(vocab_->bytes.size());
-  for (int32_t id = 0; id < n; ++id) {
-    if (!vocab_->usable[id]) continue;
-    int32_t s = state;
-    for (unsigned char b : vocab_->bytes[id]) {
-      s = dfa_.next(s, b);
-      if (s == ByteDfa::kDead) break;
-    }
-    if (s != ByteDfa::kDead) slot->ids.push_back(id);
-  }
-  if (!slot->ids.empty()) slot->bits.assign(static_cast<size_t>(slot->ids.back() / 64 + 1), 0);
-  for (int32_t id : slot->ids) slot->bits[static_cast<size_t>(id / 64)] |= uint64_t{1} << (id % 64);
+  if (!slot) slot = std::move(found);
   return *slot;
+}
+
+// Every trie node's byte taken from its parent's state: a dead prefix skips its subtree.
+std::unique_ptr<Constraint::AllowedTokens> Constraint::walk(int32_t state) {
+  auto out = std::make_unique<AllowedTokens>();
+  const TokenTrie& t = *trie_;
+  std::vector<uint64_t> bits((vocab_->bytes.size() + 63) / 64, 0);
+  std::vector<int32_t> at_depth(static_cast<size_t>(t.max_depth) + 1);
+  at_depth[0] = state;
+  {
+    ByteDfa::Locked dfa(dfa_);
+    const int32_t n = static_cast<int32_t>(t.nodes.size());
+    for (int32_t i = 0; i < n;) {
+      const TokenTrie::Node& node = t.nodes[i];
+      const int32_t s = dfa.next(at_depth[node.depth - 1], node.byte);
+      if (s == ByteDfa::kDead) {
+        i = node.end;
+        continue;
+      }
+      at_depth[node.depth] = s;
+      for (int32_t k = node.first_token; k < node.first_token + node.token_count; ++k)
+        bits[static_cast<size_t>(t.tokens[k] / 64)] |= uint64_t{1} << (t.tokens[k] % 64);
+      ++i;
+    }
+  }
+  size_t words = bits.size();
+  while (words > 0 && bits[words - 1] == 0) --words;
+  bits.resize(words);
+  for (size_t w = 0; w < words; ++w)
+    for (uint64_t b = bits[w]; b; b &= b - 1)
+      out->ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(b))));
+  out->bits = std::move(bits);
+  return out;
 }
 
 int32_t Constraint::advance(int32_t state, int32_t token) {
@@ -75,7 +105,8 @@ std::shared_ptr<Constraint> ConstraintCache::get(const ConstraintSource& source)
   auto& slot = by_regex_[regex];
   if (!slot) {
     try {
-      slot = std::make_shared<Constraint>(regex, vocab_);
+      if (!trie_) trie_ = std::make_shared<const TokenTrie>(build_token_trie(*vocab_));
+      slot = std::make_shared<Constraint>(regex, vocab_, trie_);
     } catch (const GuidedError& e) {
       by_regex_.erase(regex);
       throw GuidedError(std::string(source.regex ? "guided_regex: " : "guided: ") + e.what());

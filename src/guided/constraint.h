@@ -1,7 +1,7 @@
 #pragma once
 // A compiled constraint: the regex its source stands for as a lazy byte DFA, and for each DFA
-// state the vocabulary tokens whose bytes keep a match possible (found by walking each token's
-// bytes, cached per state). The matcher state of a row is one DFA state, advanced by each chosen
+// state the vocabulary tokens whose bytes keep a match possible (found in one walk of the
+// vocabulary's trie, cached per state). The matcher state of a row is one DFA state, advanced by each chosen
 // token's bytes: a function of the row's generated tokens alone, so a resumed or recomputed row
 // gets the same masks.
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "guided/byte_dfa.h"
 #include "guided/constraint_source.h"
+#include "guided/token_trie.h"
 
 namespace tpbatch::guided {
 
@@ -34,7 +35,9 @@ std::string constraint_problem(const ConstraintSource& source);
 
 class Constraint {
  public:
-  Constraint(const std::string& regex, std::shared_ptr<const TokenBytes> vocab);
+  // trie: vocab's (build_token_trie), shared by the constraints of one vocabulary; built here when null.
+  Constraint(const std::string& regex, std::shared_ptr<const TokenBytes> vocab,
+             std::shared_ptr<const TokenTrie> trie = nullptr);
 
   int32_t start() const { return 0; }
   // Token ids allowed from `state`, ascending; EOS is not among them (see complete()).
@@ -54,9 +57,11 @@ class Constraint {
     std::vector<uint64_t> bits;
   };
   const AllowedTokens& allowed_tokens(int32_t state);
+  std::unique_ptr<AllowedTokens> walk(int32_t state);
 
   ByteDfa dfa_;
   std::shared_ptr<const TokenBytes> vocab_;
+  std::shared_ptr<const TokenTrie> trie_;
   std::mutex mu_;
   std::unordered_map<int32_t, std::unique_ptr<AllowedTokens>> allowed_;
 };
@@ -71,6 +76,7 @@ class ConstraintCache {
  private:
   std::shared_ptr<const TokenBytes> vocab_;
   std::mutex mu_;
+  std::shared_ptr<const TokenTrie> trie_;  // built with the first constraint
   std::map<std::string, std::shared_ptr<Constraint>> by_regex_;
 };
 
