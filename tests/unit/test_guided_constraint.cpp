@@ -387,6 +387,24 @@ TEST(GuidedConstraint, OneOfObjectsMustBeToldApartByARequiredProperty) {
   s.json_schema = R"({)" + defs + R"(,"oneOf":[{"properties":{"x":{"$ref":"#/$defs/one"}},"required":["x"]},)"
                   R"({"properties":{"x":{"$ref":"#/$defs/loose"}},"required":["x"]}]})";  // {"x":{"t":1}} matches both
   EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  // Objects inside arrays and anyOf branches are read as values too.
+  const std::string item_a = R"({"properties":{"a":{"type":"integer"}},"required":["a"]})";
+  const std::string item_b = R"({"properties":{"b":{"type":"integer"}},"required":["b"]})";
+  const std::string loose_b = R"({"properties":{"b":{"type":"integer"}}})";
+  s.json_schema = R"({"oneOf":[{"type":"array","minItems":1,"items":)" + item_a + R"(},{"type":"array","minItems":1,"items":)" +
+                  loose_b + "}]}";  // [{"a":0}] matches both
+  EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  s.json_schema = R"({"oneOf":[{"type":"array","minItems":1,"items":)" + item_a + R"(},{"type":"array","minItems":1,"items":)" +
+                  item_b + "}]}";
+  EXPECT_TRUE(accepts(*compile(s), R"([{"b":1},{"b":2}])"));
+  s.json_schema = R"({"oneOf":[{"anyOf":[)" + item_a + R"(,{"properties":{"c":{"type":"integer"}},"required":["c"]}]},)" +
+                  loose_b + "]}";  // {"a":0} matches both
+  EXPECT_NE(refusal(s).find("branches 0 and 1 may both match one value"), std::string::npos) << refusal(s);
+  s.json_schema = R"({"oneOf":[{"anyOf":[)" + item_a + R"(,{"properties":{"c":{"type":"integer"}},"required":["c"]}]},)" +
+                  item_b + "]}";
+  EXPECT_TRUE(accepts(*compile(s), R"({"c":3})"));
+  s.json_schema = R"({"oneOf":[{"type":"array","items":)" + item_a + R"(},{"type":"string"}]})";  // arrays are never strings
+  EXPECT_TRUE(accepts(*compile(s), R"("x")"));
   // A branch matching anything overlaps every other, even where its text (bounded strings) does not.
   s.json_schema = R"({"oneOf":[{"type":"string","minLength":20},{"description":"anything"}]})";
   s.max_string_length = 10;
