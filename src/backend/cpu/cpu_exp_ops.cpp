@@ -37,6 +37,12 @@ double sum_exp_portable(const float* x, int64_t n, float shift) {
   }
   return nan ? std::numeric_limits<double>::quiet_NaN() : s;
 }
+
+float exp_in_place_portable(float* x, int64_t n, float shift) {
+  float s = 0.0f;
+  for (int64_t j = 0; j < n; ++j) s += (x[j] = vexp::exp_scalar(x[j] - shift));
+  return s;
+}
 }  // namespace detail
 }  // namespace tpbatch::cpu
 
@@ -46,6 +52,7 @@ namespace tpbatch::cpu::detail {
 // cpu_exp_ops_avx2.cpp
 void silu_mul_avx2(const float* g, const float* u, float* o, int64_t n);
 double sum_exp_avx2(const float* x, int64_t n, float shift);
+float exp_in_place_avx2(float* x, int64_t n, float shift);
 }  // namespace tpbatch::cpu::detail
 #endif
 
@@ -94,6 +101,13 @@ double sum_exp_shifted(const float* x, int64_t n, float shift) {
   if (exp_ops_vectorised()) return detail::sum_exp_avx2(x, n, shift);
 #endif
   return detail::sum_exp_portable(x, n, shift);
+}
+
+float exp_shifted_in_place(float* x, int64_t n, float shift) {
+#if defined(TPBATCH_EXP_OPS_HAVE_AVX2)
+  if (exp_ops_vectorised()) return detail::exp_in_place_avx2(x, n, shift);
+#endif
+  return detail::exp_in_place_portable(x, n, shift);
 }
 
 }  // namespace tpbatch::cpu

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backend/cpu/attention/decode_attention_tile.h"
+#include "backend/cpu/cpu_exp_ops.h"
+#include "backend/cpu/cpu_has_avx2_fma.h"
 #include "common/error.h"
 
 namespace tpbatch::cpu {
@@ -120,6 +122,22 @@ void reference(const float* q, int64_t q_stride, const float* k, const float* v,
 
 // ---- tiled (flash-style) ----
 
+// Eight floats as one value (GCC's vector extension): a register of the target each wrapper
+// below compiles for (one ymm for AVX2 / AVX-512, two xmm portably), so the tile's accumulators
+// stay in registers, which float arrays did not.
+// Always inlined, so no call passes a V8 between code of different targets (whose calling
+// conventions for it differ: -Wpsabi's warning, silenced for this file for that reason; GCC
+// reports it where the templates are instantiated, at the end of the file).
+typedef float V8 __attribute__((vector_size(32)));
+#pragma GCC diagnostic ignored "-Wpsabi"
+__attribute__((always_inline)) inline V8 load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+__attribute__((always_inline)) inline void store8(float* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+__attribute__((always_inline)) inline V8 splat8(float x) { return V8{x, x, x, x, x, x, x, x}; }
+
 // Query rows of one tile: at most kTileRows positions of one sequence; times the GQA group's heads.
 constexpr int64_t kTileRows = 16;
 
@@ -133,9 +151,9 @@ struct TileScratch {
 // One function: the online softmax over K/V blocks keeps its running max, sums and tile scratch live across phases.
 // One tile: query rows [r0, r1) of sequence s, heads [kv_head * group, (kv_head + 1) * group).
 // BS / HD > 0 fix the block size / head dim at compile time (the common shapes); 0 = read from kv.
+// Inlined into one wrapper per instruction set (attend_tile below).
 template <typename C, int BS, int HD>
-__attribute__((target_clones("avx512f", "arch=haswell", "default")))
-void attend_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_cache, const KvLayout& kv,
+__attribute__((always_inline)) inline void attend_tile_body(const float* q, int64_t q_stride, const C* k_cache, const C* v_cache, const KvLayout& kv,
                  int64_t q_heads, const AttentionSeq& s, int64_t kv_head, int64_t r0, int64_t r1, float* out,
                  TileScratch& t) {
   const int64_t bs = BS > 0 ? BS : kv.block_size, hd = HD > 0 ? HD : kv.head_dim, kvh = kv.kv_heads;
@@ -189,24 +207,19 @@ void attend_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_
     // the FMA chains over head_dim are independent.
     const int64_t ia = ra * group, ib = (rb + 1) * group;
     int64_t i = ia;
-    if constexpr (BS > 0) {
+    if constexpr (BS == 16) {  // eight 8-lane accumulators: four queries x the block's 16 keys
       for (; i + 4 <= ib; i += 4) {
-        float a0[BS] = {}, a1[BS] = {}, a2[BS] = {}, a3[BS] = {};
         const float *q0 = Q + i * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+        V8 a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
         for (int64_t d = 0; d < hd; ++d) {
-          const float* kd = Kt + d * BS;
-#pragma omp simd
-          for (int64_t j = 0; j < BS; ++j) {
-            a0[j] += q0[d] * kd[j];
-            a1[j] += q1[d] * kd[j];
-            a2[j] += q2[d] * kd[j];
-            a3[j] += q3[d] * kd[j];
-          }
+          const V8 k0 = load8(Kt + d * 16), k1 = load8(Kt + d * 16 + 8);
+          const V8 b0 = splat8(q0[d]), b1 = splat8(q1[d]), b2 = splat8(q2[d]), b3 = splat8(q3[d]);
+          a00 += b0 * k0, a01 += b0 * k1, a10 += b1 * k0, a11 += b1 * k1;
+          a20 += b2 * k0, a21 += b2 * k1, a30 += b3 * k0, a31 += b3 * k1;
         }
-        std::memcpy(P + i * BS, a0, sizeof a0);
-        std::memcpy(P + (i + 1) * BS, a1, sizeof a1);
-        std::memcpy(P + (i + 2) * BS, a2, sizeof a2);
-        std::memcpy(P + (i + 3) * BS, a3, sizeof a3);
+        store8(P + i * 16, a00), store8(P + i * 16 + 8, a01), store8(P + (i + 1) * 16, a10);
+        store8(P + (i + 1) * 16 + 8, a11), store8(P + (i + 2) * 16, a20), store8(P + (i + 2) * 16 + 8, a21);
+        store8(P + (i + 3) * 16, a30), store8(P + (i + 3) * 16 + 8, a31);
       }
     }
     for (; i < ib; ++i) {
@@ -228,29 +241,44 @@ void attend_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_
         const int64_t i = r * group + g;
         float* __restrict pi = P + i * bs;
         const float* scp = pi;
+        if (cap > 0.0f)
+          for (int64_t j = lo; j <= hi; ++j) pi[j] = cap * std::tanh(scp[j] / cap);  // Gemma 2
         float bmax = -INFINITY;
-        for (int64_t j = lo; j <= hi; ++j) {
-          float x = scp[j];
-          if (cap > 0.0f) x = cap * std::tanh(x / cap);  // Gemma 2
-          pi[j] = x;
-          bmax = std::max(bmax, x);
-        }
+#pragma omp simd reduction(max : bmax)
+        for (int64_t j = lo; j <= hi; ++j) bmax = std::max(bmax, pi[j]);
         const float mnew = std::max(t.mx[i], bmax);
         const float corr = std::exp(t.mx[i] - mnew);  // 0 on the first visible block
-        float psum = 0.0f;
-        for (int64_t j = lo; j <= hi; ++j) psum += (pi[j] = std::exp(pi[j] - mnew));
+        // The block's weights: eight lanes of exp at a time (vector_exp.h's error, 2e-7 relative).
+        const float psum = exp_shifted_in_place(pi + lo, hi - lo + 1, mnew);
         t.mx[i] = mnew;
         t.sum[i] = t.sum[i] * corr + psum;
         float* __restrict oi = O + i * hd;
-        if (corr != 1.0f) {
+        if constexpr (HD > 0 && HD % 64 == 0) {  // 64 columns of the row's output at a time, in eight registers
+          const V8 c = splat8(corr);
+          for (int64_t d0 = 0; d0 < HD; d0 += 64) {
+            float* o = oi + d0;
+            V8 o0 = load8(o) * c, o1 = load8(o + 8) * c, o2 = load8(o + 16) * c, o3 = load8(o + 24) * c;
+            V8 o4 = load8(o + 32) * c, o5 = load8(o + 40) * c, o6 = load8(o + 48) * c, o7 = load8(o + 56) * c;
+            for (int64_t j = lo; j <= hi; ++j) {
+              const V8 w = splat8(pi[j]);
+              const float* v = V + j * HD + d0;
+              o0 += w * load8(v), o1 += w * load8(v + 8), o2 += w * load8(v + 16), o3 += w * load8(v + 24);
+              o4 += w * load8(v + 32), o5 += w * load8(v + 40), o6 += w * load8(v + 48), o7 += w * load8(v + 56);
+            }
+            store8(o, o0), store8(o + 8, o1), store8(o + 16, o2), store8(o + 24, o3);
+            store8(o + 32, o4), store8(o + 40, o5), store8(o + 48, o6), store8(o + 56, o7);
+          }
+        } else {
+          if (corr != 1.0f) {
 #pragma omp simd
-          for (int64_t d = 0; d < hd; ++d) oi[d] *= corr;
-        }
-        for (int64_t j = lo; j <= hi; ++j) {
-          const float w = pi[j];
-          const float* vj = V + j * hd;
+            for (int64_t d = 0; d < hd; ++d) oi[d] *= corr;
+          }
+          for (int64_t j = lo; j <= hi; ++j) {
+            const float w = pi[j];
+            const float* vj = V + j * hd;
 #pragma omp simd
-          for (int64_t d = 0; d < hd; ++d) oi[d] += w * vj[d];
+            for (int64_t d = 0; d < hd; ++d) oi[d] += w * vj[d];
+          }
         }
       }
     }
@@ -264,6 +292,60 @@ void attend_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_
       for (int64_t d = 0; d < hd; ++d) dst[d] = O[i * hd + d] * inv;
     }
 }
+
+// The tile kernel compiled for AVX-512, for AVX2 + FMA and portably, picked once from the CPU's
+// features. (target_clones was not used: its resolver picked the portable clone on an AVX2 Zen 3,
+// whose features __builtin_cpu_supports reports, and the tiles ran SSE2 code.)
+enum class TileIsa { kPortable, kAvx2Fma, kAvx512 };
+
+TileIsa tile_isa() {
+#if defined(__x86_64__)
+  static const TileIsa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && cpu_has_avx2_fma())
+      return TileIsa::kAvx512;
+    return cpu_has_avx2_fma() ? TileIsa::kAvx2Fma : TileIsa::kPortable;
+  }();
+  return isa;
+#else
+  return TileIsa::kPortable;
+#endif
+}
+
+#define TPBATCH_TILE_ARGS                                                                                     \
+  const float *q, int64_t q_stride, const C *k_cache, const C *v_cache, const KvLayout &kv, int64_t q_heads, \
+      const AttentionSeq &s, int64_t kv_head, int64_t r0, int64_t r1, float *out, TileScratch &t
+#define TPBATCH_TILE_CALL attend_tile_body<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t)
+
+#if defined(__x86_64__)
+template <typename C, int BS, int HD>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"))) void attend_tile_avx512(TPBATCH_TILE_ARGS) {
+  TPBATCH_TILE_CALL;
+}
+template <typename C, int BS, int HD>
+__attribute__((target("avx2,fma"))) void attend_tile_avx2(TPBATCH_TILE_ARGS) {
+  TPBATCH_TILE_CALL;
+}
+#endif
+template <typename C, int BS, int HD>
+void attend_tile_portable(TPBATCH_TILE_ARGS) {
+  TPBATCH_TILE_CALL;
+}
+
+template <typename C, int BS, int HD>
+void attend_tile(TPBATCH_TILE_ARGS) {
+#if defined(__x86_64__)
+  switch (tile_isa()) {
+    case TileIsa::kAvx512: return attend_tile_avx512<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
+    case TileIsa::kAvx2Fma: return attend_tile_avx2<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
+    case TileIsa::kPortable: break;
+  }
+#endif
+  attend_tile_portable<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
+}
+#undef TPBATCH_TILE_ARGS
+#undef TPBATCH_TILE_CALL
 
 template <typename C>
 void tiled(const float* q, int64_t q_stride, const float* k, const float* v, int64_t kv_stride, C* k_cache,
