@@ -13,7 +13,6 @@ namespace tpbatch::cpu::detail {
 // cpu_exp_ops.cpp: the portable tails.
 void silu_mul_portable(const float* g, const float* u, float* o, int64_t n);
 double sum_exp_portable(const float* x, int64_t n, float shift);
-float exp_in_place_portable(float* x, int64_t n, float shift);
 }  // namespace tpbatch::cpu::detail
 
 #pragma GCC push_options
@@ -53,20 +52,7 @@ double sum_exp_avx2(const float* x, int64_t n, float shift) {
   return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + tail;
 }
 
-float exp_in_place_avx2(float* x, int64_t n, float shift) {
-  const __m256 sv = _mm256_set1_ps(shift);
-  __m256 sum = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = vexp::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), sv));
-    _mm256_storeu_ps(x + j, e);
-    sum = _mm256_add_ps(sum, e);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, sum);
-  const float tail = exp_in_place_portable(x + j, n - j, shift);
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])) + tail;
-}
+float exp_in_place_avx2(float* x, int64_t n, float shift) { return vexp::exp_shifted_in_place8(x, n, shift); }
 
 }  // namespace tpbatch::cpu::detail
 #pragma GCC pop_options

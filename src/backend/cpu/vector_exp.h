@@ -81,5 +81,23 @@ static inline __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(zero_mask, _mm256_mul_ps(p, two_n));
 }
 
+// x[j] = exp(x[j] - shift) over [0, n), eight lanes at a time and exp_scalar for the tail;
+// returns their sum (the lanes' partial sums added pairwise, then the tail in order).
+static inline float exp_shifted_in_place8(float* x, int64_t n, float shift) {
+  const __m256 sh = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), sh));
+    _mm256_storeu_ps(x + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  float sum = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  for (; j < n; ++j) sum += (x[j] = exp_scalar(x[j] - shift));
+  return sum;
+}
+
 }  // namespace tpbatch::cpu::vexp
 #endif

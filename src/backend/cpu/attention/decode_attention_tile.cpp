@@ -218,21 +218,6 @@ static inline float max_of(const float* x, int64_t n) {
   return mx;
 }
 
-// x[p] = exp(x[p] - shift) over [0, n); returns their sum.
-static inline float exp_shifted(float* x, int64_t n, float shift) {
-  const __m256 sh = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t p = 0;
-  for (; p + 8 <= n; p += 8) {
-    const __m256 e = vexp::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + p), sh));
-    _mm256_storeu_ps(x + p, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  float sum = hsum(acc);
-  for (; p < n; ++p) sum += (x[p] = vexp::exp_scalar(x[p] - shift));
-  return sum;
-}
-
 template <typename C>
 void decode_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_cache, const KvLayout& kv,
                  int64_t q_heads, const AttentionSeq& s, int64_t h0, int64_t h1, int64_t r0, int64_t r1, float scale,
@@ -288,7 +273,7 @@ void decode_tile(const float* q, int64_t q_stride, const C* k_cache, const C* v_
       for (int64_t p = hi + 1; p <= cz; ++p) Si[p] = -INFINITY;
       const float mnew = std::fmax(mx[i], max_of(Si + lo, hi - lo + 1));
       const float corr = vexp::exp_scalar(mx[i] - mnew);  // 0 on the first visible chunk
-      const float psum = exp_shifted(Si + ca, cz - ca + 1, mnew);
+      const float psum = vexp::exp_shifted_in_place8(Si + ca, cz - ca + 1, mnew);
       mx[i] = mnew;
       sum[i] = sum[i] * corr + psum;
       if (corr != 1.0f) {
