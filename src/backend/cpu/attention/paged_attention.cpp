@@ -12,7 +12,7 @@
 
 #include "backend/cpu/attention/decode_attention_tile.h"
 #include "backend/cpu/cpu_exp_ops.h"
-#include "backend/cpu/cpu_has_avx2_fma.h"
+#include "backend/cpu/gemm/gemm.h"
 #include "common/error.h"
 
 namespace tpbatch::cpu {
@@ -293,26 +293,10 @@ __attribute__((always_inline)) inline void attend_tile_body(const float* q, int6
     }
 }
 
-// The tile kernel compiled for AVX-512, for AVX2 + FMA and portably, picked once from the CPU's
-// features. (target_clones was not used: its resolver picked the portable clone on an AVX2 Zen 3,
-// whose features __builtin_cpu_supports reports, and the tiles ran SSE2 code.)
-enum class TileIsa { kPortable, kAvx2Fma, kAvx512 };
-
-TileIsa tile_isa() {
-#if defined(__x86_64__)
-  static const TileIsa isa = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && cpu_has_avx2_fma())
-      return TileIsa::kAvx512;
-    return cpu_has_avx2_fma() ? TileIsa::kAvx2Fma : TileIsa::kPortable;
-  }();
-  return isa;
-#else
-  return TileIsa::kPortable;
-#endif
-}
-
+// The tile kernel compiled for AVX-512, for AVX2 + FMA and portably, picked by the CPU's kernel
+// family as the GEMMs detect it (gemm_isa). (target_clones was not used: its resolver picked the
+// portable clone on an AVX2 Zen 3, whose features __builtin_cpu_supports reports, and the tiles
+// ran SSE2 code.)
 #define TPBATCH_TILE_ARGS                                                                                     \
   const float *q, int64_t q_stride, const C *k_cache, const C *v_cache, const KvLayout &kv, int64_t q_heads, \
       const AttentionSeq &s, int64_t kv_head, int64_t r0, int64_t r1, float *out, TileScratch &t
@@ -336,11 +320,11 @@ void attend_tile_portable(TPBATCH_TILE_ARGS) {
 template <typename C, int BS, int HD>
 void attend_tile(TPBATCH_TILE_ARGS) {
 #if defined(__x86_64__)
-  switch (tile_isa()) {
-    case TileIsa::kAvx512: return attend_tile_avx512<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
-    case TileIsa::kAvx2Fma: return attend_tile_avx2<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
-    case TileIsa::kPortable: break;
-  }
+  const GemmIsa isa = gemm_isa();
+  if (isa >= GemmIsa::Avx512)
+    return attend_tile_avx512<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
+  if (isa == GemmIsa::Avx2Fma)
+    return attend_tile_avx2<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
 #endif
   attend_tile_portable<C, BS, HD>(q, q_stride, k_cache, v_cache, kv, q_heads, s, kv_head, r0, r1, out, t);
 }
