@@ -31,6 +31,7 @@
 #include "backend/cpu/gemm/blas_core.h"
 #include "backend/cpu/gemm/gemm.h"
 #include "backend/dtype.h"
+#include "isa_option.h"
 
 namespace {
 
@@ -225,21 +226,7 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--types")) only_types = std::string(",") + argv[i + 1] + ",";
     else if (!std::strcmp(argv[i], "--crossover")) crossover = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--isa")) {  // a kernel family at or below the detected one
-      bool known = false;
-      for (cpu::GemmIsa isa : {cpu::GemmIsa::Portable, cpu::GemmIsa::Avx2Fma, cpu::GemmIsa::Avx512,
-                               cpu::GemmIsa::Avx512Bf16, cpu::GemmIsa::Amx})
-        if (!std::strcmp(argv[i + 1], cpu::gemm_isa_name(isa))) {
-          if (isa > cpu::gemm_isa()) {
-            std::fprintf(stderr, "--isa %s: this CPU runs at most %s\n", argv[i + 1],
-                         cpu::gemm_isa_name(cpu::gemm_isa()));
-            return 2;
-          }
-          cpu::set_gemm_isa_for_testing(isa), known = true;
-        }
-      if (!known) {
-        std::fprintf(stderr, "--isa: portable, avx2-fma-f16c, avx512, avx512-bf16 or amx-bf16, got %s\n", argv[i + 1]);
-        return 2;
-      }
+      if (!force_isa(argv[i + 1])) return 2;
     }
     else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
     else if (!std::strcmp(argv[i], "--hot")) g_hot = std::atoi(argv[i + 1]) != 0;

@@ -7,7 +7,8 @@
 // turns over 7 passes and the best pass of each counts.
 // --hot 1: the same copy every call (cache-resident), so each kernel's arithmetic rate shows; the
 // gap to the default (streamed) run is the part of the stream the kernel fails to overlap.
-// Usage: tpbatch_quantized_gemv_bench [--threads N] [--hot 0|1]
+// --isa NAME: a kernel family below the detected one (names as in tpbatch_gemm_bench).
+// Usage: tpbatch_quantized_gemv_bench [--threads N] [--hot 0|1] [--isa NAME]
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/gemm/gemm.h"
+#include "isa_option.h"
 
 namespace {
 
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::stoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--hot") == 0) g_hot = std::stoi(argv[i + 1]) != 0;
+    else if (std::strcmp(argv[i], "--isa") == 0 && !force_isa(argv[i + 1])) return 2;
   omp_set_num_threads(threads);
   const int64_t nk = kN * kK, ng = kN * kGroups;
   std::vector<float> x(static_cast<size_t>(kK), 0.5f), y(static_cast<size_t>(kN));

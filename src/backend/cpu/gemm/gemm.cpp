@@ -129,8 +129,8 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
 }
 
 // Quantized weights (F8E4M3 with scales, I4 with scales and zeros): a slice of rows at a time is dequantized into a thread-local
-// fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the others) and
-// computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
+// fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the row-blocked
+// one; the broadcast kernels dequantize their own 12 rows at a time) and computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
 // and every result equals the same weights dequantized ahead and run in fp32 (on the panel path,
 // up to sgemm blocking the panels otherwise than one call over all the rows: fp32 noise).
 // A single row of x (one sequence decoding) skips the scratch: its kernels read the quantized
@@ -144,15 +144,12 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
     return;
 #endif
   if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2(a, n0, n1)) return;
-  // The AVX2 broadcast kernel dequantizes its own blocks of rows, so x^T is packed once a call.
-  if (isa == GemmIsa::Avx2Fma && path == GemmPath::Broadcast) return detail::broadcast_avx2(a, n0, n1);
+  // The broadcast kernels dequantize their own blocks of rows, so x^T is packed once a call: as
+  // slices of this function, the AVX-512 one packed it once a slice, m x k floats, which cost as
+  // much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's 60).
+  if (isa >= GemmIsa::Avx2Fma && path == GemmPath::Broadcast) return broadcast_kernel(isa, a, n0, n1);
 #endif
-  // The AVX-512 broadcast kernel packs x^T on every call, m x k floats: on 16-row slices that
-  // packing cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's
-  // 60), so it takes slices as large as the panel's, in whole tiles of 12 rows.
-  int64_t slice = 16;
-  if (path == GemmPath::Panel) slice = panel_rows(a.k);
-  if (path == GemmPath::Broadcast) slice = std::max<int64_t>(12, (kPanelBytes / (4 * a.k)) / 12 * 12);
+  const int64_t slice = path == GemmPath::Panel ? panel_rows(a.k) : 16;
   thread_local std::vector<float> wide;
   wide.resize(size_t(slice * a.k));
   for (int64_t j = n0; j < n1; j += slice) {
@@ -312,6 +309,15 @@ const char* gemm_isa_name(GemmIsa isa) {
     case GemmIsa::Amx: return "amx-bf16";
   }
   return "?";
+}
+
+bool gemm_isa_named(const char* name, GemmIsa& isa) {
+  for (GemmIsa each : {GemmIsa::Portable, GemmIsa::Avx2Fma, GemmIsa::Avx512, GemmIsa::Avx512Bf16, GemmIsa::Amx})
+    if (std::string(name) == gemm_isa_name(each)) {
+      isa = each;
+      return true;
+    }
+  return false;
 }
 
 GemmIsa gemm_isa() { return current_isa(); }

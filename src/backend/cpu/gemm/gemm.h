@@ -93,6 +93,8 @@ const char* gemm_path_name(GemmPath path);
 enum class GemmIsa : uint8_t { Portable, Avx2Fma, Avx512, Avx512Bf16, Amx };
 GemmIsa gemm_isa();
 const char* gemm_isa_name(GemmIsa isa);
+// The kernel family gemm_isa_name calls `name`; false if no family has that name.
+bool gemm_isa_named(const char* name, GemmIsa& isa);
 // Forces a kernel family (tests of the portable fallback). Asking for one the CPU lacks throws.
 void set_gemm_isa_for_testing(GemmIsa isa);
 void reset_gemm_isa_for_testing();  // back to the detected one

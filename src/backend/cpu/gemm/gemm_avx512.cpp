@@ -119,26 +119,33 @@ void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
     pack_xt(a, b * width, int(std::min<int64_t>(width, m - b * width)), bw, xt_all + b * width * k);
   }
   // fp32 rows of a single block of x stream whole; 16-bit ones are widened a slice at a time.
+  // Quantized ones (fp8, 4-bit: WT is F32) are dequantized R whole rows at a time (the AVX2
+  // kernels, exact) and then run as fp32 rows, so x^T is packed once a call, not once a slice, and
+  // the result is the dequantized weights' (each lane sums over k in order whatever the slices).
+  const bool quantized = a.wtype == DType::F8E4M3 || a.wtype == DType::I4;
   const int64_t kc = WT == DType::F32 && blocks == 1 ? k : kKc;
-  float* const wide = WT == DType::F32 ? nullptr : wide_mem.get(size_t(R * kc));
+  float* const wide = WT == DType::F32 && !quantized ? nullptr : wide_mem.get(size_t(R * (quantized ? k : kc)));
   constexpr int kB = WT == DType::F32 ? 4 : 2;
   const auto* wbytes = static_cast<const unsigned char*>(a.w);
   for (int64_t j = n0; j < n1; j += R) {
     const int rows = int(std::min<int64_t>(R, n1 - j));
     const bool has_next = j + R + rows <= n1;
+    if (quantized) widen_avx2(a, j, rows, wide);
     for (int64_t k0 = 0; k0 < k; k0 += kc) {
       const int64_t len = std::min(kc, k - k0);
-      const unsigned char* src = wbytes + (j * a.ldw + k0) * kB;
-      const unsigned char* next = has_next ? src + R * a.ldw * kB : nullptr;
       const float* wr;
       int64_t ldw;
       const float* pf = nullptr;
-      if constexpr (WT == DType::F32) {
-        wr = reinterpret_cast<const float*>(src);
+      if (quantized) {
+        wr = wide + k0;
+        ldw = k;
+      } else if constexpr (WT == DType::F32) {
+        wr = reinterpret_cast<const float*>(wbytes) + j * a.ldw + k0;
         ldw = a.ldw;
-        pf = reinterpret_cast<const float*>(next);
+        if (has_next) pf = wr + R * a.ldw;
       } else {
-        widen_slice<WT>(src, a.ldw, rows, len, kc, wide, next);
+        const unsigned char* src = wbytes + (j * a.ldw + k0) * kB;
+        widen_slice<WT>(src, a.ldw, rows, len, kc, wide, has_next ? src + R * a.ldw * kB : nullptr);
         wr = wide;
         ldw = kc;
       }
@@ -163,7 +170,9 @@ void broadcast_typed(const GemmArgs& a, int64_t n0, int64_t n1) {
 
 void broadcast_avx512(const GemmArgs& a, int64_t n0, int64_t n1) {
   switch (a.wtype) {
-    case DType::F32: broadcast_typed<DType::F32>(a, n0, n1); break;
+    case DType::F32:
+    case DType::F8E4M3:
+    case DType::I4: broadcast_typed<DType::F32>(a, n0, n1); break;
     case DType::BF16: broadcast_typed<DType::BF16>(a, n0, n1); break;
     case DType::F16: broadcast_typed<DType::F16>(a, n0, n1); break;
     default: break;  // rejected by gemm_nt
