@@ -6,7 +6,7 @@
 //   tpbatch_gemm_bench [--threads 1,2] [--min-seconds 0.15] [--rows 1,2,4,...] [--clock wall|cpu]
 //                      [--shapes qkv,down] [--nk NxK] [--types F32,BF16,F16,OpenBLAS] [--crossover 0|1]
 //                      [--isa portable|avx2-fma-f16c|avx512|avx512-bf16|amx-bf16] [--hot 0|1] [--weight-offset 0..63]
-//                      [--path auto|row-blocked|broadcast|panel-sgemm]
+//                      [--path auto|row-blocked|broadcast|panel-sgemm] [--instruction-rates 1]
 // --nk 128x768 measures that one shape instead (with --hot 1 and n*k small enough for L2: the
 // kernel's arithmetic rate alone).
 // --hot 1: the same copy of each weight every call (cache-resident when it fits L2/L3), so the
@@ -200,6 +200,54 @@ struct Result {
   std::string path;
 };
 
+// --instruction-rates: zmm vfmadd231ps (16 products) against vdpbf16ps (32 bf16 pair products) on
+// 12 independent register chains each, the rates the bf16 kernel choice rests on (gemm.cpp's tables:
+// on the Sapphire-Rapids-class Xeon vdpbf16ps retired at a quarter of the FMAs' rate, on a Zen 4 at
+// the same rate, so twice the products).
+#if defined(__x86_64__)
+template <bool kDot>
+__attribute__((target("avx512f,avx512bf16"), noinline)) float zmm_chains(long iters) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(float(i));
+  const __m512 b = _mm512_set1_ps(1.0001f), c = _mm512_set1_ps(0.9999f);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i)
+      a[i] = kDot ? _mm512_dpbf16_ps(a[i], (__m512bh)_mm512_castps_si512(b), (__m512bh)_mm512_castps_si512(c))
+                  : _mm512_fmadd_ps(b, c, a[i]);
+  for (int i = 1; i < 12; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  return _mm512_reduce_add_ps(a[0]);
+}
+
+int print_instruction_rates() {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    std::printf("--instruction-rates: this CPU has no AVX512_BF16\n");
+    return 0;
+  }
+  auto rate = [](auto chains) {
+    const long iters = 50000000;
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      volatile float sink = chains(iters);
+      (void)sink;
+      best = std::max(best, 12.0 * iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best / 1e9;
+  };
+  const double fma = rate(zmm_chains<false>), dot = rate(zmm_chains<true>);
+  std::printf("vfmadd231ps zmm %.2f G/s (%.1f G products/s), vdpbf16ps zmm %.2f G/s (%.1f G products/s): "
+              "vdpbf16ps gives %.2fx the FMAs' products\n", fma, 16 * fma, dot, 32 * dot, 2 * dot / fma);
+  return 0;
+}
+#else
+int print_instruction_rates() {
+  std::printf("--instruction-rates: x86-64 only\n");
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,6 +276,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--isa")) {  // a kernel family at or below the detected one
       if (!force_isa(argv[i + 1])) return 2;
     }
+    else if (!std::strcmp(argv[i], "--instruction-rates")) return print_instruction_rates();
     else if (!std::strcmp(argv[i], "--clock")) g_cpu_clock = !std::strcmp(argv[i + 1], "cpu");
     else if (!std::strcmp(argv[i], "--hot")) g_hot = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--weight-offset")) g_weight_offset = size_t(std::atoi(argv[i + 1])) % 64;
@@ -245,7 +294,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: %s [--threads 1,2] [--rows 1,2,4] [--min-seconds S] [--clock wall|cpu]\n"
                  "       [--shapes qkv,o_proj,gate_up,down,lm_head,up] [--nk NxK] [--types F32,BF16,F16,OpenBLAS]\n"
                  "       [--crossover 0|1] [--isa portable|avx2-fma-f16c|avx512|avx512-bf16|amx-bf16] [--hot 0|1] [--weight-offset 0..63]\n"
-                 "       [--path auto|row-blocked|broadcast|panel-sgemm]\n", argv[0]);
+                 "       [--path auto|row-blocked|broadcast|panel-sgemm] [--instruction-rates 1]\n", argv[0]);
       return 2;
     }
   }

@@ -239,7 +239,11 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
 // slower: 86 vs 75 us for the down shape, so it is the weight stream it fails to keep full); the
 // broadcast kernel has a floor of ~46 ms whatever m is up to 16 (widening into L1 plus one FMA
 // per weight per 16 rows), so 16-bit weights stay row-blocked to m = 15 there; fp32 from 8, as on
-// the Xeon.
+// the Xeon. Unlike the Xeon's, a Zen 4's vdpbf16ps retires at the FMAs' rate, twice their products
+// (tpbatch_gemm_bench --instruction-rates: 3.66 vs 3.65 G/s zmm), but with x in three bf16 terms
+// that is 3 instructions per 32 products against the FMAs' 2: only activations rounded to bf16 (one
+// term, as llama.cpp's bf16 dot product has them) would turn it into a gain, and that changes the
+// results, so compute-bound bf16 steps run at the fp32 FMA rate there (32 rows: 0.77 of sgemm's peak).
 int64_t panel_min_rows(GemmIsa isa, DType wtype, int64_t k) {
   if (isa == GemmIsa::Portable) return 8;  // the portable kernel is far below OpenBLAS
   if (amx(isa, wtype)) return 2;
