@@ -72,7 +72,8 @@ std::vector<float> reference(const std::vector<float>& x, const Int8Weights& w, 
 struct Shape {
   int64_t m, n, k;
 };
-const Shape kShapes[] = {{1, 1, 1}, {1, 37, 63}, {1, 40, 64}, {1, 41, 65}, {3, 17, 200}, {17, 33, 768}, {5, 64, 1031}};
+const Shape kShapes[] = {{1, 1, 1}, {1, 37, 63}, {1, 40, 64}, {1, 41, 65}, {3, 17, 200}, {17, 33, 768}, {5, 64, 1031},
+                         {6, 20, 130}, {32, 12, 768}};
 
 void expect_reference_on_each_shape() {
   std::mt19937 rng(11);
