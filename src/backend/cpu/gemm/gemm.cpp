@@ -128,9 +128,10 @@ void panel_sgemm(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1) {
   }
 }
 
-// Quantized weights (F8E4M3 with scales, I4 with scales and zeros): a slice of rows at a time is dequantized into a thread-local
-// fp32 scratch (the panel's size on the panel path, 16 rows -- L1/L2-resident -- on the row-blocked
-// one; the broadcast kernels dequantize their own 12 rows at a time) and computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
+// Quantized weights (F8E4M3 with scales, I4 with scales and zeros): a slice of rows at a time is
+// dequantized into a thread-local fp32 scratch (the panel's size on the panel path, 16 rows --
+// L1/L2-resident -- on the row-blocked one; the broadcast kernels dequantize their own 12 rows at
+// a time) and computed by the fp32 kernel of the path, so the weights stream from memory at one byte each
 // and every result equals the same weights dequantized ahead and run in fp32 (on the panel path,
 // up to sgemm blocking the panels otherwise than one call over all the rows: fp32 noise).
 // A single row of x (one sequence decoding) skips the scratch: its kernels read the quantized
@@ -144,9 +145,9 @@ void scaled_slices(GemmIsa isa, const GemmArgs& a, int64_t n0, int64_t n1, GemmP
     return;
 #endif
   if (isa >= GemmIsa::Avx2Fma && path == GemmPath::RowBlocked && detail::quant_rows_m1_avx2(a, n0, n1)) return;
-  // The broadcast kernels dequantize their own blocks of rows, so x^T is packed once a call: as
-  // slices of this function, the AVX-512 one packed it once a slice, m x k floats, which cost as
-  // much as the FMAs (4-bit, 16 rows of x on a Zen 4: 112 ms a step against bf16's 60).
+  // The broadcast kernels dequantize their own blocks of rows, so x^T (m x k floats) is packed
+  // once a call: packed once a slice it cost as much as the FMAs (4-bit, 16 rows of x on a Zen 4:
+  // 112 ms a step against bf16's 60).
   if (isa >= GemmIsa::Avx2Fma && path == GemmPath::Broadcast) return broadcast_kernel(isa, a, n0, n1);
 #endif
   const int64_t slice = path == GemmPath::Panel ? panel_rows(a.k) : 16;
