@@ -27,6 +27,7 @@
 #include "backend/cpu/attention/paged_attention.h"
 #include "backend/cpu/attention/decode_attention_tile.h"
 #include "backend/dtype.h"
+#include "register_chains.h"
 
 namespace {
 
@@ -58,49 +59,6 @@ double read_gbps() {
   }
   if (sink < 0) std::printf("?");
   return best;
-}
-
-// fp32 FMA peak of the team: independent FMA chains in registers, the widest vectors the CPU has.
-// (It used to run 8 chains of a 64-byte GCC vector type under target_clones; on AVX2 the compiler kept
-// those accumulators on the stack, so every FMA waited on a store and a reload: 11-19 GFLOP/s printed
-// on a core that runs sgemm at 54-84. Intrinsics in registers measure the core, ~2 FMA ports x 8 lanes.)
-#if defined(__x86_64__)
-__attribute__((target("avx512f"), noinline)) float fma_chains_avx512(long iters, float x) {
-  __m512 a[16];
-  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(x + i);
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-  for (int i = 1; i < 16; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
-  return _mm512_reduce_add_ps(a[0]);
-}
-// (The chain loops are unrolled by pragma: at -O2 GCC would keep a[] in memory.)
-// 12 chains: FMA latency 4-5 cycles x 2 ports needs 8-10 in flight; 12 + 2 constants fit 16 ymm.
-__attribute__((target("avx2,fma"), noinline)) float fma_chains_avx2(long iters, float x) {
-  __m256 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(x + i);
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 16
-    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-  for (int i = 1; i < 12; ++i) a[0] = _mm256_add_ps(a[0], a[i]);
-  float t[8];
-  _mm256_storeu_ps(t, a[0]);
-  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-}
-#endif
-// SSE (x86-64-v2 has no FMA): a multiply and an add, 4 lanes; counted as 2 flops like an FMA.
-__attribute__((noinline)) float fma_chains_sse(long iters, float x) {
-  typedef float v4 __attribute__((vector_size(16)));
-  v4 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = v4{} + (x + i);
-  const v4 m = v4{} + 0.999999f, c = v4{} + 1e-7f;
-  for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 16
-    for (int i = 0; i < 12; ++i) a[i] = a[i] * m + c;
-  for (int i = 1; i < 12; ++i) a[0] += a[i];
-  return a[0][0] + a[0][1] + a[0][2] + a[0][3];
 }
 
 double fma_gflops() {

@@ -32,6 +32,7 @@
 #include "backend/cpu/gemm/gemm.h"
 #include "backend/dtype.h"
 #include "isa_option.h"
+#include "register_chains.h"
 
 namespace {
 
@@ -201,52 +202,35 @@ struct Result {
 };
 
 // --instruction-rates: zmm vfmadd231ps (16 products) against vdpbf16ps (32 bf16 pair products) on
-// 12 independent register chains each, the rates the bf16 kernel choice rests on (gemm.cpp's tables:
+// 16 independent register chains each, the rates the bf16 kernel choice rests on (gemm.cpp's tables:
 // on the Sapphire-Rapids-class Xeon vdpbf16ps retired at a quarter of the FMAs' rate, on a Zen 4 at
 // the same rate, so twice the products).
-#if defined(__x86_64__)
-template <bool kDot>
-__attribute__((target("avx512f,avx512bf16"), noinline)) float zmm_chains(long iters) {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(float(i));
-  const __m512 b = _mm512_set1_ps(1.0001f), c = _mm512_set1_ps(0.9999f);
-  for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i)
-      a[i] = kDot ? _mm512_dpbf16_ps(a[i], (__m512bh)_mm512_castps_si512(b), (__m512bh)_mm512_castps_si512(c))
-                  : _mm512_fmadd_ps(b, c, a[i]);
-  for (int i = 1; i < 12; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
-  return _mm512_reduce_add_ps(a[0]);
-}
-
 int print_instruction_rates() {
+#if defined(__x86_64__)
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512bf16")) {
     std::printf("--instruction-rates: this CPU has no AVX512_BF16\n");
     return 0;
   }
-  auto rate = [](auto chains) {
+  auto rate = [](float (*chains)(long, float)) {
     const long iters = 50000000;
-    double best = 0;
+    double best = 0, sink = 0;
     for (int rep = 0; rep < 3; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
-      volatile float sink = chains(iters);
-      (void)sink;
-      best = std::max(best, 12.0 * iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      sink += chains(iters, 0.5f);
+      best = std::max(best, 16.0 * iters / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
+    if (sink == 12345) std::printf("?");
     return best / 1e9;
   };
-  const double fma = rate(zmm_chains<false>), dot = rate(zmm_chains<true>);
+  const double fma = rate(fma_chains_avx512), dot = rate(dpbf16_chains_avx512);
   std::printf("vfmadd231ps zmm %.2f G/s (%.1f G products/s), vdpbf16ps zmm %.2f G/s (%.1f G products/s): "
               "vdpbf16ps gives %.2fx the FMAs' products\n", fma, 16 * fma, dot, 32 * dot, 2 * dot / fma);
-  return 0;
-}
 #else
-int print_instruction_rates() {
   std::printf("--instruction-rates: x86-64 only\n");
+#endif
   return 0;
 }
-#endif
 
 }  // namespace
 

@@ -4,12 +4,12 @@
 // and 128 * sum(q) -- known per row of x -- is taken off the total:
 //   sum (w + 128) * q = sum w * q + 128 * sum q.
 // The lanes wrap modulo 2^32 where the offset sum would pass int32 (k near gemm.h's limit); the
-// corrected total fits, so wrapping arithmetic gives it exactly. Blocks of 4 weight rows, each
-// row of x against them while they sit in L1; the k % 64 tail by masked loads (zero bytes add 0).
-// One row of x (a sequence decoding) reads the weight rows one after another instead, one
-// sequential stream with no software prefetch: on a Zen 4 (tpbatch_quantized_gemv_bench
-// --threads 1, 3072 x 768) the 4-row blocks streamed 9-10 GB/s where the kernel's arithmetic
-// (--hot 1) runs at 58, and the single stream reaches 21-23 GB/s, the bf16 widening kernel's rate.
+// corrected total fits, so wrapping arithmetic gives it exactly. The k % 64 tail by masked loads
+// (zero bytes add 0). Several rows of x go in tiles of 4 weight rows (int8_tile, below). One row of
+// x (a sequence decoding) reads the weight rows one after another, one sequential stream with no
+// software prefetch: on a Zen 4 (tpbatch_quantized_gemv_bench --threads 1, 3072 x 768) 4-row blocks
+// streamed 9-10 GB/s where the kernel's arithmetic (--hot 1) runs at 58, and the single stream
+// reaches 21-23 GB/s, the bf16 widening kernel's rate.
 // As in gemm_avx512.cpp, every standard header comes BEFORE the target pragma.
 #include <cstdint>
 
@@ -24,41 +24,22 @@
 namespace tpbatch::cpu::detail {
 namespace {
 
-template <int R, bool PF>
-inline void int8_block(const Int8Args& a, int64_t j) {
+// Weight row j against every row of x, read as one sequential stream (see the top).
+inline void int8_row(const Int8Args& a, int64_t j) {
   const __m512i flip = _mm512_set1_epi8(char(0x80));
   const int64_t k64 = a.k & ~int64_t(63);
   const __mmask64 tail = a.k > k64 ? (~__mmask64{0}) >> (64 - (a.k - k64)) : 0;
   const int8_t* w = a.w + j * a.k;
   for (int64_t i = 0; i < a.m; ++i) {
     const int8_t* q = a.xq + i * a.k;
-    __m512i acc[R];
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
-    for (int64_t c = 0; c < k64; c += 64) {
-      const __m512i xv = _mm512_loadu_si512(q + c);
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        // The next block's rows, a cache line each step (the fp8 / int4 m = 1 kernels do the same).
-        if (PF && i == 0) _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * a.k + c), _MM_HINT_T0);
-        const __m512i wv = _mm512_xor_si512(_mm512_loadu_si512(w + r * a.k + c), flip);
-        acc[r] = _mm512_dpbusd_epi32(acc[r], wv, xv);
-      }
-    }
-    if (tail) {
-      const __m512i xv = _mm512_maskz_loadu_epi8(tail, q + k64);
-      #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m512i wv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, w + r * a.k + k64), flip);
-        acc[r] = _mm512_dpbusd_epi32(acc[r], wv, xv);
-      }
-    }
-    const uint32_t offset = uint32_t(a.xsum[i]) * 128u;
-    #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const int32_t dot = int32_t(uint32_t(_mm512_reduce_add_epi32(acc[r])) - offset);
-      a.y[i * a.ldy + j + r] = float(dot) * a.xscale[i] * a.wscale[j + r];
-    }
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t c = 0; c < k64; c += 64)
+      acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(_mm512_loadu_si512(w + c), flip), _mm512_loadu_si512(q + c));
+    if (tail)
+      acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, w + k64), flip),
+                                _mm512_maskz_loadu_epi8(tail, q + k64));
+    const int32_t dot = int32_t(uint32_t(_mm512_reduce_add_epi32(acc)) - uint32_t(a.xsum[i]) * 128u);
+    a.y[i * a.ldy + j] = float(dot) * a.xscale[i] * a.wscale[j];
   }
 }
 
@@ -122,7 +103,7 @@ void int8_rows_vnni(const Int8Args& a, int64_t n0, int64_t n1) {
         else if (left == 2) int8_tile<2>(a, j, i), i += 2;
         else int8_tile<1>(a, j, i), i += 1;
       }
-  for (; j < n1; ++j) int8_block<1, false>(a, j);
+  for (; j < n1; ++j) int8_row(a, j);
 }
 
 }  // namespace tpbatch::cpu::detail
