@@ -8,8 +8,9 @@
 //   4. decode attention at batch 1 and 64 over a 4K context (32 q / 8 kv heads, head_dim 128,
 //      bf16 cache), against the KV bytes it must read;
 //   5. the same decode projections (no LM head) with quantized weights: bf16, fp8 with per-channel
-//      scales, fp8 with 128-column block scales and 4-bit with zero points in groups of 128, at
-//      batch 1 and 16, against their bytes (values + scales + zeros) / copy bandwidth;
+//      scales, fp8 with 128-column block scales, 4-bit with zero points in groups of 128 and int8
+//      W8A8 (x quantized per row), at batch 1 and 16, against their bytes (values + scales +
+//      zeros) / copy bandwidth;
 //   6. constrained rows' masks (mask_logits): 256 rows of a 128,256-token vocabulary.
 // Prints a short table last. Usage: tpbatch_gpu_bench [layers (32)]
 #include <cuda_runtime.h>
@@ -166,7 +167,8 @@ int main(int argc, char** argv) {
   try {  // a failure here still prints the table of 1-4
     struct Format { const char* name; DType values; int64_t group; };
     const std::vector<Format> formats = {{"bf16", DType::BF16, 0}, {"fp8 per-channel", DType::F8E4M3, -1},
-                                         {"fp8 block 128", DType::F8E4M3, 128}, {"int4 group 128", DType::I4, 128}};
+                                         {"fp8 block 128", DType::F8E4M3, 128}, {"int4 group 128", DType::I4, 128},
+                                         {"int8 W8A8 per-channel", DType::I8, -1}};
     for (const Format& f : formats) {
       std::vector<Buffer> values, scales, zeros;
       std::vector<ScaledWeightView> views;

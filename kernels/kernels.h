@@ -166,6 +166,18 @@ inline constexpr int kQuantizedGemvMaxRows = 8;
 void quantized_gemv(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n, int64_t k,
                     cudaStream_t stream);
 
+// int8_gemm.cu — W8A8 (I8 weights, one F32 scale per output row): int8_quantize_rows quantizes
+// each row of x (F32 or BF16) to int8 with scale amax / 127 into xq [m][k] and xscale [m], amax
+// the row's own max |x| or, where input_amax is given, the whole row's (a row-parallel slice);
+// int8_gemm then writes y[i][j] = float(sum_c xq[i][c] * w[j][c]) * xscale[i] * wscale[j] (y F32
+// or BF16); int8_row_amax: amax[i] = max_c |x[i][c]|, +inf for a row with a NaN or an infinity.
+// CPU: gemm_nt_int8 / int8_row_amax (src/backend/cpu/gemm/gemm_int8.cpp), bit for bit on F32 x.
+void int8_row_amax(BufferView x, BufferView amax, int64_t m, int64_t k, cudaStream_t stream);
+void int8_quantize_rows(BufferView x, const float* input_amax, int8_t* xq, float* xscale, int64_t m, int64_t k,
+                        cudaStream_t stream);
+void int8_gemm(const int8_t* xq, const float* xscale, const int8_t* w, const float* wscale, BufferView y, int64_t m,
+               int64_t n, int64_t k, cudaStream_t stream);
+
 // convert.cu — element-wise dtype conversion (F32/BF16/F16, round to nearest even): the GEMM's
 // operand conversions.  CPU: bf16_to_f32 / f32_to_bf16 / f16 twins in backend/dtype.h.
 void convert(BufferView in, BufferView out, size_t count, cudaStream_t stream);

@@ -50,10 +50,12 @@ class CudaBackend final : public Backend {
   void begin_step(const StepBatch& step) override;
 
   void matmul_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k) override;
-  // W8A8 (I8) would need an int8 GEMM with per-row activation quantization: not here yet.
-  bool runs_quantized_weights(DType values) const override { return values == DType::F8E4M3 || values == DType::I4; }
+  bool runs_quantized_weights(DType values) const override {
+    return values == DType::F8E4M3 || values == DType::I4 || values == DType::I8;
+  }
   void matmul_nt_scaled(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n,
                         int64_t k) override;
+  void int8_row_amax(BufferView x, BufferView amax, int64_t m, int64_t k) override;
   void add_bias(BufferView x, BufferView bias, int64_t m, int64_t n) override;
   void add(BufferView x, BufferView y, size_t count) override;
   void rmsnorm(BufferView x, BufferView w, BufferView out, int64_t m, int64_t n, float eps) override;
@@ -107,6 +109,8 @@ class CudaBackend final : public Backend {
   void* scratch(Scratch& s, size_t bytes, const char* what, bool exact = false);
   // y (row stride ldy >= n) = x · wᵀ by cuBLAS, x and w both in w's GEMM dtype, y F32 or w's dtype.
   void cublas_nt(BufferView x, BufferView w, BufferView y, int64_t m, int64_t n, int64_t k, int64_t ldy);
+  // matmul_nt_scaled for I8 (W8A8) weights: x quantized per row, then int32 products.
+  void matmul_nt_int8(BufferView x, const ScaledWeightView& w, BufferView y, int64_t m, int64_t n, int64_t k);
   void wait_event(cudaEvent_t event, const char* what);
   void mark_aborted(const std::string& why) noexcept;  // the first call's reason is kept
   void ensure_pinned(void*& buffer, size_t& cap, size_t bytes);
@@ -141,6 +145,7 @@ class CudaBackend final : public Backend {
 
   Scratch attention_scratch_, logit_scratch_, gemm_x_, gemm_y_;
   Scratch dequantized_;  // matmul_nt_scaled's BF16 slice of weights (backend/dequantize_slices.h)
+  Scratch int8_x_;       // matmul_nt_scaled's x quantized to int8 for I8 weights, then its row scales
 
   // weighted_row_sum(): the slots and weights of the MoE combine, pinned then on the device.
   void* moe_pinned_ = nullptr;
