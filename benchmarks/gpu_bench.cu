@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   struct QuantRow { const char* name; int batch; double ms, floor_ms; };
   std::vector<QuantRow> quant;
   double mask_us = 0;
-  const int64_t mask_rows = 256, mask_words = (vocab + 63) / 64;
+  const int64_t mask_rows = 256, mask_words = mask_words_per_row(vocab);
   try {  // a failure here still prints the table of 1-4
     struct Format { const char* name; DType values; int64_t group; };
     const std::vector<Format> formats = {{"bf16", DType::BF16, 0}, {"fp8 per-channel", DType::F8E4M3, -1},

@@ -29,7 +29,7 @@ void mask_logits(BufferView logits, int64_t rows, int64_t vocab_shard, BufferVie
   if (rows == 0 || vocab_shard == 0) return;
   if (logits.dtype != DType::F32) unsupported("mask_logits", "logits", logits.dtype);
   if (bits.dtype != DType::I64) unsupported("mask_logits", "bits", bits.dtype);
-  const int64_t words = (vocab_shard + 63) / 64;
+  const int64_t words = mask_words_per_row(vocab_shard);
   const unsigned across = std::min(blocks_for(static_cast<size_t>(vocab_shard), kThreads), 1024u);
   for (int64_t r0 = 0; r0 < rows; r0 += kMaxGridRows) {  // grid.y is at most 65535
     const dim3 grid(across, static_cast<unsigned>(std::min(kMaxGridRows, rows - r0)));

@@ -103,6 +103,9 @@ struct ScaledWeightView {
   BufferView input_amax;
 };
 
+// Words of 64 token bits one row of a vocabulary shard's mask takes (Backend::mask_logits' bits).
+constexpr int64_t mask_words_per_row(int64_t vocab_shard) { return (vocab_shard + 63) / 64; }
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -170,7 +173,7 @@ class Backend {
   virtual void copy_rows(BufferView src, int64_t src_stride, std::span<const int64_t> rows, int64_t width,
                          BufferView dst, int64_t dst_stride) = 0;
   // Row i < rows of F32 logits [rows][vocab_shard] keeps logit j where bit j % 64 of word
-  // bits[i * ceil(vocab_shard / 64) + j / 64] is set and becomes -inf elsewhere (bits: I64, as
+  // bits[i * mask_words_per_row(vocab_shard) + j / 64] is set and becomes -inf elsewhere (bits: I64, as
   // TokenMaskBits::write_shard_words writes them): constrained rows masked on their vocabulary
   // shard with 1 bit a token crossing to the backend.
   virtual void mask_logits(BufferView logits, int64_t rows, int64_t vocab_shard, BufferView bits) = 0;

@@ -320,7 +320,7 @@ int64_t ModelRunner::pass_masks(const StepInputs& in, int64_t p0, int64_t n) {
 void ModelRunner::mask_pass(const StepInputs& in, int64_t p0, BufferView logits, BufferView masked_stats) {
   const int64_t v0 = shard_.vocab_range.begin, vn = shard_.vocab_range.size();
   const int64_t nm = static_cast<int64_t>(mask_rows_.size());
-  const int64_t words = (vn + 63) / 64;
+  const int64_t words = mask_words_per_row(vn);
   mask_words_host_.resize(static_cast<size_t>(nm * words));
   for (int64_t k = 0; k < nm; ++k)
     in.mask_bits(*pass_mask_of_[k]).write_shard_words(v0, vn, mask_words_host_.data() + k * words);

@@ -218,7 +218,7 @@ class CpuBackend final : public Backend {
     if (bits_v.dtype != DType::I64)
       throw Error(std::string("CPU backend: mask_logits: bits of dtype ") + dtype_name(bits_v.dtype) + " (I64 words)");
     const auto* bits = bits_v.as<uint64_t>();
-    const int64_t words = (vn + 63) / 64;
+    const int64_t words = mask_words_per_row(vn);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t k = 0; k < words; ++k) {
         const uint64_t w = bits[i * words + k];
