@@ -54,11 +54,6 @@ __global__ void int8_quantize_rows_kernel(const X* x, const float* input_amax, i
   if (threadIdx.x == 0) xscale[blockIdx.x] = scale;
 }
 
-__device__ __forceinline__ int warp_sum_int(int v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 constexpr int kWarpsPerBlock = 4;
 
 // A warp per weight row, m <= kQuantizedGemvMaxRows. kChunks: k a multiple of 16 and 16-byte
@@ -97,7 +92,7 @@ __global__ void int8_gemv_kernel(const int8_t* xq, const float* xscale, const in
 #pragma unroll
   for (int i = 0; i < kQuantizedGemvMaxRows; ++i) {
     if (i >= m) break;
-    const int sum = warp_sum_int(acc[i]);
+    const int sum = warp_sum(acc[i]);
     if (lane == 0) y[i * n + row] = from_float<Y>(float(sum) * xscale[i] * wscale[row]);
   }
 }
